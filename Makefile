@@ -1,0 +1,102 @@
+# dswa — build, test, bench, install.  `make` builds build/libdswa.{so,a} and build/dswa;
+# `make test` runs every test (GPU tests skip visibly without a GPU); `make bench` runs the
+# main job. The CUDA backend is built when nvcc is found and skipped (one line) otherwise.
+
+PREFIX   ?= /usr/local
+BUILD    ?= build
+CC       ?= gcc
+CUDA_HOME ?= $(shell d=$$(dirname $$(dirname $$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc))); [ -x $$d/bin/nvcc ] && echo $$d)
+NVCC     ?= $(if $(CUDA_HOME),$(CUDA_HOME)/bin/nvcc,)
+# Architectures with machine code; PTX of the lowest is embedded for anything newer.
+CUDA_ARCHS ?= 80 86 89 90 100 120
+# `make GPU_ARCH=90` builds machine code for one GPU only (the GPU script does this).
+ifneq ($(GPU_ARCH),)
+CUDA_ARCHS := $(GPU_ARCH)
+endif
+
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
+CFLAGS   ?= -O3
+CFLAGS   += -std=c11 -fPIC -fopenmp $(WARN) -Iinclude -Isrc -D_POSIX_C_SOURCE=200809L
+LDLIBS   := -fopenmp -lm
+
+LIB_C    := $(filter-out src/cuda_absent.c,$(wildcard src/*.c))
+LIB_CU   := $(wildcard src/*.cu)
+TOOL_C   := $(wildcard tools/*.c)
+TEST_LIB := $(wildcard tests/lib/*.c)
+TESTS_C  := $(wildcard tests/test_*.c)
+
+ifneq ($(NVCC),)
+HAVE_CUDA := 1
+GENCODE  := $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
+            -gencode=arch=compute_$(firstword $(CUDA_ARCHS)),code=compute_$(firstword $(CUDA_ARCHS))
+NVFLAGS  ?= -O3
+NVFLAGS  += -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra -Iinclude -Isrc $(GENCODE) \
+            -Xptxas -warn-spills -Xptxas -warn-lmem-usage --expt-relaxed-constexpr
+CUDA_OBJ := $(patsubst src/%.cu,$(BUILD)/obj/%.cu.o,$(LIB_CU))
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lpthread -lrt -lstdc++
+CFLAGS   += -DDSWA_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+else
+HAVE_CUDA :=
+CUDA_OBJ := $(BUILD)/obj/cuda_absent.o
+CUDA_LIBS :=
+endif
+
+LIB_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_C)) $(CUDA_OBJ)
+TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TESTS_C))
+TEST_LIB_OBJ := $(patsubst tests/lib/%.c,$(BUILD)/obj/tests_%.o,$(TEST_LIB))
+
+.PHONY: all test bench check install clean cuda-note gpu-check ptxas-report
+all: cuda-note $(BUILD)/libdswa.so $(BUILD)/libdswa.a $(BUILD)/dswa
+
+cuda-note:
+ifeq ($(HAVE_CUDA),)
+	@echo "dswa: nvcc not found: building without the CUDA backend (dswa_forward_cuda returns DSWA_ERR_NO_DEVICE)"
+endif
+
+$(BUILD)/obj/%.o: src/%.c include/dswa.h src/internal.h | $(BUILD)/obj
+	$(CC) $(CFLAGS) -c $< -o $@
+$(BUILD)/obj/%.cu.o: src/%.cu include/dswa.h src/internal.h $(wildcard src/*.cuh) | $(BUILD)/obj
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+$(BUILD)/obj/tests_%.o: tests/lib/%.c $(wildcard tests/lib/*.h) include/dswa.h | $(BUILD)/obj
+	$(CC) $(CFLAGS) -Itests/lib -c $< -o $@
+
+$(BUILD)/libdswa.a: $(LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/libdswa.so: $(LIB_OBJ)
+	$(CC) -shared -o $@ $^ $(CUDA_LIBS) $(LDLIBS)
+$(BUILD)/dswa: $(TOOL_C) $(BUILD)/libdswa.a $(TEST_LIB_OBJ)
+	$(CC) $(CFLAGS) -Itests/lib -o $@ $(TOOL_C) $(TEST_LIB_OBJ) $(BUILD)/libdswa.a $(CUDA_LIBS) $(LDLIBS)
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libdswa.a $(TEST_LIB_OBJ) | $(BUILD)/tests
+	$(CC) $(CFLAGS) -Itests/lib -o $@ $< $(TEST_LIB_OBJ) $(BUILD)/libdswa.a $(CUDA_LIBS) $(LDLIBS)
+
+$(BUILD)/obj $(BUILD)/tests:
+	mkdir -p $@
+
+test: all $(TEST_BIN)
+	@sh tests/run.sh $(TEST_BIN)
+
+bench: all
+	$(BUILD)/dswa bench
+
+check: all
+	$(BUILD)/dswa check
+
+gpu-check:
+	sh scripts/gpu-check.sh
+
+# Registers, shared memory and spills per architecture, as ptxas reports them.
+ptxas-report:
+	@for a in $(CUDA_ARCHS); do for f in $(LIB_CU); do \
+	  echo "== sm_$$a $$f"; $(NVCC) -std=c++17 -Iinclude -Isrc -O3 -gencode=arch=compute_$$a,code=sm_$$a \
+	     -Xptxas -v -c $$f -o /dev/null 2>&1 | grep -E 'Compiling|registers|spill|smem' ; done; done
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/dswa.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(BUILD)/libdswa.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(BUILD)/libdswa.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/dswa $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBS@|$(CUDA_LIBS) -fopenmp -lm|g' dswa.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dswa.pc
+
+clean:
+	rm -rf $(BUILD)
