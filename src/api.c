@@ -1,0 +1,120 @@
+/* Public entry points: errors, defaults, sizes, and dispatch. Each forward function runs the
+   shared validation first, then hands a non-empty problem to its backend. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include "internal.h"
+
+static _Thread_local char last_error[512];
+
+dswa_status dswa_fail(dswa_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+void dswa_clear_error(void) { last_error[0] = '\0'; }
+const char *dswa_last_error(void) { return last_error; }
+
+const char *dswa_status_string(dswa_status s) {
+    switch (s) {
+    case DSWA_OK: return "ok";
+    case DSWA_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case DSWA_ERR_UNSUPPORTED: return "unsupported by this backend";
+    case DSWA_ERR_MISALIGNED: return "misaligned pointer or stride";
+    case DSWA_ERR_NO_DEVICE: return "no CUDA device";
+    case DSWA_ERR_CUDA: return "CUDA error";
+    case DSWA_ERR_OUT_OF_MEMORY: return "out of memory";
+    }
+    return "unknown status";
+}
+
+size_t dswa_dtype_size(dswa_dtype t) {
+    switch (t) {
+    case DSWA_F32: return 4;
+    case DSWA_F16: case DSWA_BF16: return 2;
+    }
+    return 0;
+}
+
+const char *dswa_dtype_name(dswa_dtype t) {
+    switch (t) {
+    case DSWA_F32: return "f32";
+    case DSWA_F16: return "f16";
+    case DSWA_BF16: return "bf16";
+    }
+    return "?";
+}
+
+const char *dswa_math_name(dswa_math m) {
+    switch (m) {
+    case DSWA_MATH_DEFAULT: return "default";
+    case DSWA_MATH_TF32: return "tf32";
+    case DSWA_MATH_FP32: return "fp32";
+    }
+    return "?";
+}
+
+dswa_problem dswa_problem_default(int32_t batch, int32_t seq_len, int32_t heads,
+                                  int32_t head_dim, int32_t window) {
+    dswa_problem p;
+    memset(&p, 0, sizeof p);
+    p.batch = batch; p.seq_len = seq_len; p.heads = heads; p.head_dim = head_dim;
+    p.window_left = p.window_right = window;
+    p.scale = head_dim > 0 ? (float)(1.0 / sqrt((double)head_dim)) : 1.0f;
+    p.lambda = 1.0f;
+    p.dtype = DSWA_F32;
+    p.math = DSWA_MATH_DEFAULT;
+    const int64_t hd = (int64_t)heads * head_dim;
+    const dswa_layout in = {(int64_t)seq_len * 2 * hd, 2 * hd, hd, head_dim, 1};
+    const dswa_layout o = {(int64_t)seq_len * hd, hd, 0, head_dim, 1};
+    p.q = p.k = p.v = in;
+    p.out = o;
+    return p;
+}
+
+double dswa_min_bytes(const dswa_problem *p) {
+    const double tokens = (double)p->batch * p->seq_len;
+    const double hd = (double)p->heads * p->head_dim, es = (double)dswa_dtype_size(p->dtype);
+    const double v_heads = p->v.pair == 0 ? 1.0 : 2.0;
+    return tokens * hd * es * (2.0 + 2.0 + v_heads + 1.0);
+}
+
+double dswa_useful_flops(const dswa_problem *p) {
+    /* Keys seen per query summed over positions: min(N-1, i+R) - max(0, i-L) + 1. */
+    const int64_t n = p->seq_len, L = p->window_left, R = p->window_right;
+    double keys = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t lo = i - L < 0 ? 0 : i - L, hi = i + R > n - 1 ? n - 1 : i + R;
+        keys += (double)(hi - lo + 1);
+    }
+    /* QK^T and PV: 2 flops per multiply-add, D each, for both pairs of every head. */
+    return keys * 4.0 * p->head_dim * 2.0 * p->heads * p->batch;
+}
+
+dswa_status dswa_forward_cpu(const dswa_problem *p, const void *q, const void *k,
+                             const void *v, void *out) {
+    dswa_status s = dswa_validate(p, q, k, v, out);
+    if (s != DSWA_OK || p->batch == 0 || p->seq_len == 0) return s;
+    return dswa_cpu_run(p, q, k, v, out);
+}
+
+dswa_status dswa_forward_cuda(const dswa_problem *p, const void *q, const void *k,
+                              const void *v, void *out, void *stream) {
+    dswa_status s = dswa_validate(p, q, k, v, out);
+    if (s != DSWA_OK) return s;
+    if (!dswa_cuda_probe())
+        return DSWA_ERR_NO_DEVICE;  /* dswa_cuda_probe recorded why */
+    if (p->batch == 0 || p->seq_len == 0) return DSWA_OK;
+    return dswa_cuda_launch(p, q, k, v, out, stream);
+}
+
+int dswa_cuda_available(void) {
+    char saved[sizeof last_error];
+    memcpy(saved, last_error, sizeof saved);  /* probing must not clobber the caller's message */
+    int ok = dswa_cuda_probe();
+    memcpy(last_error, saved, sizeof saved);
+    return ok;
+}

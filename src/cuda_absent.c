@@ -1,0 +1,13 @@
+/* The CUDA backend of a build without nvcc: validation still runs (in api.c), then every
+   call reports DSWA_ERR_NO_DEVICE. */
+#include "internal.h"
+
+int dswa_cuda_probe(void) {
+    dswa_fail(DSWA_ERR_NO_DEVICE, "dswa was built without CUDA (nvcc was not found at build time)");
+    return 0;
+}
+
+dswa_status dswa_cuda_launch(const dswa_problem *p, const void *q, const void *k,
+                             const void *v, void *out, void *stream) {
+    return dswa_fail(DSWA_ERR_NO_DEVICE, "dswa was built without CUDA (nvcc was not found at build time)");
+}
