@@ -1,0 +1,104 @@
+/* The CUDA backend's host side: device probing, the checks the kernels need beyond the shared
+   validation (head_dim, dtype, alignment of 16-byte vector accesses, int32 scalar ranges), the
+   int32 argument list, and dispatch to the kernel for the dtype. Nothing here allocates,
+   synchronizes or compiles: a launch is capturable in a CUDA graph. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_common.cuh"
+
+extern "C" int dswa_cuda_probe(void) {
+    int dev = -1, count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        (void)cudaGetLastError(); /* do not leave our failed probe as the caller's error */
+        dswa_fail(DSWA_ERR_NO_DEVICE, "no CUDA device is available (%s)",
+                  e != cudaSuccess ? cudaGetErrorString(e) : "device count is 0");
+        return 0;
+    }
+    int major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        dswa_fail(DSWA_ERR_NO_DEVICE, "could not query the current CUDA device");
+        return 0;
+    }
+    if (major < 8) {
+        dswa_fail(DSWA_ERR_NO_DEVICE, "CUDA device %d has compute capability %d.x; dswa needs 8.0 "
+                  "or newer (tensor-core mma.sync)", dev, major);
+        return 0;
+    }
+    return 1;
+}
+
+static dswa_status to_int32(const char *field, int64_t x, int *dst) {
+    if (x > INT32_MAX)
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "%s = %lld: the CUDA kernel takes strides and "
+                         "sizes as int32 (TensorRT's scalar type), so they must be below 2^31",
+                         field, (long long)x);
+    *dst = (int)x;
+    return DSWA_OK;
+}
+
+static dswa_status check_view(const char *name, const void *ptr, const dswa_layout *l, int pairs,
+                              int vec, int *dst) {
+    static const char *const dn[5] = {"batch", "seq", "pair", "head", "dim"};
+    const int64_t s[5] = {l->batch, l->seq, l->pair, l->head, l->dim};
+    char field[32];
+    if ((uintptr_t)ptr % 16 != 0)
+        return dswa_fail(DSWA_ERR_MISALIGNED, "%s = %p: the CUDA kernel reads and writes rows "
+                         "as 16-byte vectors, so the pointer must be 16-byte aligned", name, ptr);
+    if (l->dim != 1)
+        return dswa_fail(DSWA_ERR_MISALIGNED, "%s.dim = %lld: the CUDA kernel needs the head "
+                         "dimension contiguous (dim stride 1)", name, (long long)l->dim);
+    for (int i = 0, o = 0; i < 4; i++) {
+        if (pairs == 1 && i == 2) continue; /* the output has no pair axis */
+        snprintf(field, sizeof field, "%s.%s", name, dn[i]);
+        if (s[i] % vec != 0)
+            return dswa_fail(DSWA_ERR_MISALIGNED, "%s = %lld: the CUDA kernel reads rows as "
+                             "16-byte vectors, so strides must be multiples of %d elements",
+                             field, (long long)s[i], vec);
+        dswa_status st = to_int32(field, s[i], &dst[o++]);
+        if (st) return st;
+    }
+    return DSWA_OK;
+}
+
+extern "C" dswa_status dswa_cuda_kargs(const dswa_problem *p, const void *q, const void *k,
+                                       const void *v, const void *out, dswa_kargs *a) {
+    dswa_status s;
+    if (p->dtype == DSWA_F32 && p->math == DSWA_MATH_FP32)
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "math = fp32: the CUDA backend implements TF32 "
+                         "matrix math only so far (DSWA_MATH_TF32 or DSWA_MATH_DEFAULT)");
+    if (p->head_dim != DSWA_HEAD_DIM)
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "head_dim = %d: the CUDA kernel implements "
+                         "head_dim 64 only", p->head_dim);
+    if (p->seq_len > (1 << 30))
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "seq_len = %d: the CUDA kernel takes seq_len up "
+                         "to 2^30", p->seq_len);
+    if (p->heads > 65535 || p->batch > 65535)
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "%s = %d: the CUDA grid takes at most 65535",
+                         p->heads > 65535 ? "heads" : "batch",
+                         p->heads > 65535 ? p->heads : p->batch);
+    const int vec = 16 / (int)dswa_dtype_size(p->dtype);
+    if ((s = check_view("q", q, &p->q, 2, vec, a->q)) || (s = check_view("k", k, &p->k, 2, vec, a->k)) ||
+        (s = check_view("v", v, &p->v, 2, vec, a->v)) || (s = check_view("out", out, &p->out, 1, vec, a->o)))
+        return s;
+    a->n = p->seq_len;
+    /* A window wider than the sequence sees the same keys as one of N - 1. */
+    a->wl = p->window_left < p->seq_len ? p->window_left : p->seq_len - 1;
+    a->wr = p->window_right < p->seq_len ? p->window_right : p->seq_len - 1;
+    memcpy(&a->scale_bits, &p->scale, 4);
+    memcpy(&a->lambda_bits, &p->lambda, 4);
+    return DSWA_OK;
+}
+
+extern "C" dswa_status dswa_cuda_launch(const dswa_problem *p, const void *q, const void *k,
+                                        const void *v, void *out, void *stream) {
+    dswa_kargs a;
+    dswa_status s = dswa_cuda_kargs(p, q, k, v, out, &a);
+    if (s) return s;
+    return dswa_launch_kernel(p->dtype, &a, p->batch, p->heads, q, k, v, out, (cudaStream_t)stream);
+}

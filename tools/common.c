@@ -1,0 +1,299 @@
+/* Option parsing, random inputs, conversions, timing, JSON and machine information shared by
+   the subcommands of the dswa tool. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <omp.h>
+
+#include "cli.h"
+#include "internal.h"
+
+/* ---- option parsing -------------------------------------------------------------------- */
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (cmd)
+        fprintf(stderr, "dswa %s: %s (see 'dswa %s --help')\n", cmd, msg, cmd);
+    else
+        fprintf(stderr, "dswa: %s (see 'dswa --help')\n", msg);
+    return 2;
+}
+
+int cli_opt(const char *cmd, int argc, char **argv, int *i, const char *name, int has_value,
+            const char **val) {
+    const char *a = argv[*i];
+    const size_t n = strlen(name);
+    if (strncmp(a, name, n) != 0 || (a[n] != '\0' && a[n] != '=')) return 0;
+    if (!has_value) {
+        if (a[n] == '=') {
+            cli_usage_error(cmd, "option %s takes no value", name);
+            return -1;
+        }
+        return 1;
+    }
+    if (a[n] == '=') {
+        *val = a + n + 1;
+    } else {
+        if (*i + 1 >= argc) {
+            cli_usage_error(cmd, "option %s needs a value", name);
+            return -1;
+        }
+        *val = argv[++*i];
+    }
+    return 1;
+}
+
+int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *end = NULL;
+    if (!s || !*s || (*s != '-' && (*s < '0' || *s > '9'))) return -1;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (errno || *end != '\0' || end == s || x < lo || x > hi) return -1;
+    *out = (int64_t)x;
+    return 0;
+}
+
+int cli_parse_u64(const char *s, uint64_t *out) {
+    char *end = NULL;
+    if (!s || *s < '0' || *s > '9') return -1;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 0);
+    if (errno || *end != '\0' || end == s) return -1;
+    *out = (uint64_t)x;
+    return 0;
+}
+
+int cli_parse_i64_list(const char *s, int64_t lo, int64_t hi, int64_t *out, int cap) {
+    char buf[256];
+    int n = 0;
+    if (!s || !*s || strlen(s) >= sizeof buf) return -1;
+    strcpy(buf, s);
+    char *p = buf;
+    for (;;) {
+        char *comma = strchr(p, ',');
+        if (comma) *comma = '\0';
+        if (n >= cap || cli_parse_i64(p, lo, hi, &out[n]) != 0) return -1;
+        n++;
+        if (!comma) break;
+        p = comma + 1;
+    }
+    return n;
+}
+
+int cli_parse_dtypes(const char *s, int flags[3]) {
+    char buf[128];
+    int f[3] = {0, 0, 0};
+    if (!s || !*s || strlen(s) >= sizeof buf) return -1;
+    strcpy(buf, s);
+    char *p = buf;
+    for (;;) {
+        char *comma = strchr(p, ',');
+        if (comma) *comma = '\0';
+        if (!strcmp(p, "f32") || !strcmp(p, "fp32") || !strcmp(p, "float32")) f[DSWA_F32] = 1;
+        else if (!strcmp(p, "f16") || !strcmp(p, "fp16") || !strcmp(p, "float16")) f[DSWA_F16] = 1;
+        else if (!strcmp(p, "bf16") || !strcmp(p, "bfloat16")) f[DSWA_BF16] = 1;
+        else if (!strcmp(p, "all")) f[0] = f[1] = f[2] = 1;
+        else return -1;
+        if (!comma) break;
+        p = comma + 1;
+    }
+    memcpy(flags, f, sizeof f);
+    return 0;
+}
+
+int cli_parse_math(const char *s, dswa_math *out) {
+    if (!strcmp(s, "default")) *out = DSWA_MATH_DEFAULT;
+    else if (!strcmp(s, "tf32")) *out = DSWA_MATH_TF32;
+    else if (!strcmp(s, "fp32")) *out = DSWA_MATH_FP32;
+    else return -1;
+    return 0;
+}
+
+int cli_parse_backend(const char *s, cli_backend *out) {
+    if (!strcmp(s, "auto")) *out = CLI_BACKEND_AUTO;
+    else if (!strcmp(s, "cpu")) *out = CLI_BACKEND_CPU;
+    else if (!strcmp(s, "cuda")) *out = CLI_BACKEND_CUDA;
+    else return -1;
+    return 0;
+}
+
+/* ---- data ----------------------------------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t x) {
+    uint64_t z = x + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Counter-based Box-Muller: values depend only on (seed, stream, index), not on threads. */
+void cli_fill_normal(float *x, size_t n, uint64_t seed, uint64_t stream) {
+    const uint64_t key = splitmix64(seed ^ splitmix64(stream + 0x632be59bd9b4e019ull));
+    const int64_t pairs = (int64_t)((n + 1) / 2);
+#pragma omp parallel for schedule(static)
+    for (int64_t m = 0; m < pairs; m++) {
+        const uint64_t a = splitmix64(key + 2 * (uint64_t)m);
+        const uint64_t b = splitmix64(key + 2 * (uint64_t)m + 1);
+        const float u1 = (float)((a >> 40) + 1) * 5.9604644775390625e-8f;   /* (0, 1] */
+        const float u2 = (float)(b >> 40) * 5.9604644775390625e-8f;         /* [0, 1) */
+        const float r = sqrtf(-2.0f * logf(u1));
+        const float t = 6.2831853071795865f * u2;
+        const size_t e = 2 * (size_t)m;
+        x[e] = r * cosf(t);
+        if (e + 1 < n) x[e + 1] = r * sinf(t);
+    }
+}
+
+void cli_convert_from_f32(void *dst, const float *src, size_t n, dswa_dtype dtype) {
+    if (dtype == DSWA_F32) {
+        memcpy(dst, src, n * sizeof(float));
+        return;
+    }
+    uint16_t *d = (uint16_t *)dst;
+    const int64_t nn = (int64_t)n;
+    if (dtype == DSWA_F16) {
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < nn; i++) d[i] = dswa_f32_to_f16(src[i]);
+    } else {
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < nn; i++) d[i] = dswa_f32_to_bf16(src[i]);
+    }
+}
+
+float cli_load(const void *buf, int64_t i, dswa_dtype dtype) {
+    switch (dtype) {
+    case DSWA_F32: return ((const float *)buf)[i];
+    case DSWA_F16: return dswa_f16_to_f32(((const uint16_t *)buf)[i]);
+    case DSWA_BF16: return dswa_bf16_to_f32(((const uint16_t *)buf)[i]);
+    }
+    return NAN;
+}
+
+int cli_is_poison(const void *buf, int64_t i, dswa_dtype dtype) {
+    if (dtype == DSWA_F32) return ((const uint32_t *)buf)[i] == 0xffffffffu;
+    return ((const uint16_t *)buf)[i] == 0xffffu;
+}
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double cli_median(double *x, int n) {
+    if (n <= 0) return NAN;
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+void *cli_malloc(size_t bytes) {
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    return aligned_alloc(64, rounded ? rounded : 64);
+}
+
+void cli_free(void *p) { free(p); }
+
+/* ---- JSON ----------------------------------------------------------------------------- */
+
+void cli_json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
+        if (*c == '"' || *c == '\\') fprintf(f, "\\%c", *c);
+        else if (*c == '\n') fputs("\\n", f);
+        else if (*c == '\t') fputs("\\t", f);
+        else if (*c < 0x20) fprintf(f, "\\u%04x", *c);
+        else fputc(*c, f);
+    }
+    fputc('"', f);
+}
+
+void cli_json_num(FILE *f, double x) {
+    if (isfinite(x)) fprintf(f, "%.6g", x);
+    else fputs("null", f);
+}
+
+/* ---- machine -------------------------------------------------------------------------- */
+
+void cli_cpu_name(char *buf, size_t n) {
+    char line[512];
+    snprintf(buf, n, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *c = strchr(line, ':');
+            if (!c) continue;
+            c++;
+            while (*c == ' ' || *c == '\t') c++;
+            c[strcspn(c, "\n")] = '\0';
+            snprintf(buf, n, "%s", c);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+void cli_date_utc(char *buf, size_t n) {
+    time_t t = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&t, &tm)) strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    else snprintf(buf, n, "unknown");
+}
+
+int cli_threads(void) { return omp_get_max_threads(); }
+
+double cli_cpu_copy_bandwidth(size_t bytes, int repeats) {
+    char *src = cli_malloc(bytes), *dst = cli_malloc(bytes);
+    double t[16];
+    if (!src || !dst) {
+        cli_free(src);
+        cli_free(dst);
+        return -1.0;
+    }
+    if (repeats > 16) repeats = 16;
+    if (repeats < 1) repeats = 1;
+    /* First touch from the threads that will copy, as the backend's threads would. */
+#pragma omp parallel
+    {
+        const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        const size_t chunk = (bytes / (size_t)nt + 63) / 64 * 64;
+        const size_t lo = chunk * (size_t)id < bytes ? chunk * (size_t)id : bytes;
+        const size_t hi = lo + chunk < bytes ? lo + chunk : bytes;
+        memset(src + lo, 1, hi - lo);
+        memset(dst + lo, 0, hi - lo);
+    }
+    for (int r = -1; r < repeats; r++) {   /* r = -1: warm-up */
+        const double t0 = cli_now();
+#pragma omp parallel
+        {
+            const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+            const size_t chunk = (bytes / (size_t)nt + 63) / 64 * 64;
+            const size_t lo = chunk * (size_t)id < bytes ? chunk * (size_t)id : bytes;
+            const size_t hi = lo + chunk < bytes ? lo + chunk : bytes;
+            memcpy(dst + lo, src + lo, hi - lo);
+        }
+        const double dt = cli_now() - t0;
+        if (r >= 0) t[r] = dt;
+    }
+    /* Keep the copy observable so it cannot be dropped. */
+    volatile char sink = dst[bytes / 2];
+    (void)sink;
+    cli_free(src);
+    cli_free(dst);
+    return 2.0 * (double)bytes / cli_median(t, repeats) / 1e9;
+}
