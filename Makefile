@@ -31,7 +31,7 @@ GENCODE  := $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
             -gencode=arch=compute_$(firstword $(CUDA_ARCHS)),code=compute_$(firstword $(CUDA_ARCHS))
 NVFLAGS  ?= -O3
 NVFLAGS  += -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra -Iinclude -Isrc $(GENCODE) \
-            -Xptxas -warn-spills -Xptxas -warn-lmem-usage --expt-relaxed-constexpr
+            -Xptxas -warn-spills -Xptxas -warn-lmem-usage --expt-relaxed-constexpr $(EXTRA_NVFLAGS)
 CUDA_OBJ := $(patsubst src/%.cu,$(BUILD)/obj/%.cu.o,$(LIB_CU))
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lpthread -lrt -lstdc++
 CFLAGS   += -DDSWA_HAVE_CUDA=1 -I$(CUDA_HOME)/include
@@ -64,7 +64,7 @@ $(BUILD)/libdswa.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 $(BUILD)/libdswa.so: $(LIB_OBJ)
 	$(CC) -shared -o $@ $^ $(CUDA_LIBS) $(LDLIBS)
-$(BUILD)/dswa: $(TOOL_C) $(BUILD)/libdswa.a $(TEST_LIB_OBJ)
+$(BUILD)/dswa: $(TOOL_C) $(wildcard tools/*.h) include/dswa.h src/internal.h $(BUILD)/libdswa.a $(TEST_LIB_OBJ)
 	$(CC) $(CFLAGS) -Itests/lib -o $@ $(TOOL_C) $(TEST_LIB_OBJ) $(BUILD)/libdswa.a $(CUDA_LIBS) $(LDLIBS)
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libdswa.a $(TEST_LIB_OBJ) | $(BUILD)/tests
 	$(CC) $(CFLAGS) -Itests/lib -o $@ $< $(TEST_LIB_OBJ) $(BUILD)/libdswa.a $(CUDA_LIBS) $(LDLIBS)

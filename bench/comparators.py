@@ -165,7 +165,7 @@ def band_block_mask(N, WL, WR, device, block=128):
     hi = torch.clamp(lo + block, max=N) - 1
     touched = (lo[None, :] <= hi[:, None] + WR) & (hi[None, :] >= lo[:, None] - WL)  # [q, kv]
     num = touched.sum(-1, dtype=torch.int32)
-    idx = torch.argsort((~touched).to(torch.int8), dim=-1, stable=True).to(torch.int32)
+    idx = torch.argsort((~touched).int(), dim=-1, stable=True).to(torch.int32)
     return BlockMask.from_kv_blocks(num[None, None], idx[None, None].contiguous(),
                                     BLOCK_SIZE=block, mask_mod=mask_mod, seq_lengths=(N, N))
 

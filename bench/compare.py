@@ -84,8 +84,9 @@ def run_row(impl, L, dtype_name, shared, bw, args):
                                           shared)
             row["note"] = f"math={args.dswa_math}"
         elif impl == "triton":
-            fn = lambda: C.triton_block_tiled(q, k, v, H, W, W, SCALE, LAM, shared, out=out)
-            row["note"] = "tf32" if dt == torch.float32 else ""
+            fn = lambda: C.triton_block_tiled(q, k, v, H, W, W, SCALE, LAM, shared, out=out,
+                                              num_warps=args.triton_warps)
+            row["note"] = ("tf32 " if dt == torch.float32 else "") + f"warps={args.triton_warps}"
         else:
             fn = lambda: C.flex(q, k, v, H, W, W, SCALE, LAM, shared)
             out = None
@@ -117,7 +118,6 @@ def run_row(impl, L, dtype_name, shared, bw, args):
 
 
 def child(args):
-    import torch
     import comparators as C
     C.raise_compile_limits()
     impl = args.impls[0]
@@ -150,6 +150,7 @@ def main():
     ap.add_argument("--warmup", type=float, default=25, help="do_bench warmup, ms")
     ap.add_argument("--rep", type=float, default=200, help="do_bench rep, ms")
     ap.add_argument("--dswa-math", default="default", choices=["default", "tf32", "fp32"])
+    ap.add_argument("--triton-warps", type=int, default=4)
     ap.add_argument("--budget", type=float, default=360,
                     help="seconds for all implementations (a child overrunning its share by "
                          "30 s is killed)")
@@ -172,12 +173,11 @@ def main():
         return child(args)
 
     start = time.time()
-    import torch
     import comparators as C
     result = {"machine": machine_info(), "config": dict(
         B=B, H=H, D=D, window_left=W, window_right=W, scale=SCALE, lam=LAM, L=args.L,
         dtypes=args.dtypes, impls=args.impls, sample_rows=args.rows, warmup_ms=args.warmup,
-        rep_ms=args.rep, dswa_math=args.dswa_math,
+        rep_ms=args.rep, dswa_math=args.dswa_math, triton_warps=args.triton_warps,
         dswa_lib=os.path.abspath(os.environ.get("DSWA_LIB") or
                                  os.path.join(HERE, "..", "build", "libdswa.so"))),
         "rows": []}
@@ -213,6 +213,7 @@ def main():
                "--json", part, "--deadline", str(deadline), "--L", *map(str, args.L),
                "--dtypes", *args.dtypes, "--rows", str(args.rows), "--warmup",
                str(args.warmup), "--rep", str(args.rep), "--dswa-math", args.dswa_math,
+               "--triton-warps", str(args.triton_warps),
                "--device", args.device]
         if bw:
             cmd += ["--bandwidth", str(bw)]
@@ -260,9 +261,9 @@ def print_table(result):
     m = result.get("machine", {})
     print(f"# {m.get('device', '?')}  torch {m.get('torch', '?')}  triton {m.get('triton', '?')}"
           f"  copy {_f(m.get('copy_bandwidth_GBps'), '.0f')} GB/s  {m.get('date', '')}")
-    order = {n: i for i, n in enumerate(IMPLS)}
+    order = {n: i for i, n in enumerate(IMPLS + tuple(TOL))}
     rows = sorted(result.get("rows", []), key=lambda r: (
-        r.get("L", 0), r.get("dtype", ""), r.get("v", ""), order.get(r.get("name"), 9)))
+        r.get("L", 0), order.get(r.get("dtype"), 9), r.get("v", ""), order.get(r.get("name"), 9)))
     head = ["impl", "V", "dtype", "L", "N", "ms", "floor ms", "% floor", "GB/s", "rel err",
             "check", "note / error"]
     table = [head]

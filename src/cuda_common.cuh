@@ -14,6 +14,7 @@
 #define DSWA_WARPS 4                 /* warps per block, each owning 16 queries */
 #define DSWA_TILE (16 * DSWA_WARPS)  /* queries per block */
 #define DSWA_HEAD_DIM 64
+#define DSWA_THREADS (32 * DSWA_WARPS)
 
 /* The int32 scalars of every kernel, in parameter order (after the Q, K, V pointers and
    before the output pointer). Windows are clamped to N - 1; strides are in elements. */
@@ -30,9 +31,14 @@ extern "C" {
    fills the argument list; a status with a message otherwise. */
 dswa_status dswa_cuda_kargs(const dswa_problem *p, const void *q, const void *k, const void *v,
                             const void *out, dswa_kargs *a);
-dswa_status dswa_launch_kernel(dswa_dtype dtype, const dswa_kargs *a, int batch, int heads,
-                               const void *q, const void *k, const void *v, void *out,
-                               cudaStream_t stream);
+/* The two kernel families: any window, and WL + WR <= DSWA_BAND_MAX_SPAN (faster). */
+#define DSWA_BAND_MAX_SPAN 48
+dswa_status dswa_launch_wide(dswa_dtype dtype, const dswa_kargs *a, int batch, int heads,
+                             const void *q, const void *k, const void *v, void *out,
+                             cudaStream_t stream);
+dswa_status dswa_launch_band(dswa_dtype dtype, const dswa_kargs *a, int batch, int heads,
+                             const void *q, const void *k, const void *v, void *out,
+                             cudaStream_t stream);
 #ifdef __cplusplus
 }
 #endif

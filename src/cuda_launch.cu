@@ -100,5 +100,7 @@ extern "C" dswa_status dswa_cuda_launch(const dswa_problem *p, const void *q, co
     dswa_kargs a;
     dswa_status s = dswa_cuda_kargs(p, q, k, v, out, &a);
     if (s) return s;
-    return dswa_launch_kernel(p->dtype, &a, p->batch, p->heads, q, k, v, out, (cudaStream_t)stream);
+    if (a.wl + a.wr <= DSWA_BAND_MAX_SPAN)
+        return dswa_launch_band(p->dtype, &a, p->batch, p->heads, q, k, v, out, (cudaStream_t)stream);
+    return dswa_launch_wide(p->dtype, &a, p->batch, p->heads, q, k, v, out, (cudaStream_t)stream);
 }

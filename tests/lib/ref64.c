@@ -5,12 +5,20 @@
 #include <string.h>
 #include "ref64.h"
 
+/* 2^e as a double, built from its bits (e in the normal range). */
+static double pow2(int e) {
+    const uint64_t bits = (uint64_t)(e + 1023) << 52;
+    double x;
+    memcpy(&x, &bits, 8);
+    return x;
+}
+
 double ref64_f16_to_double(uint16_t h) {
     const int sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
     double x;
     if (exp == 0x1f) x = man ? NAN : INFINITY;
-    else if (exp == 0) x = ldexp((double)man, -24);              /* zero / subnormal */
-    else x = ldexp(1.0 + (double)man / 1024.0, exp - 15);
+    else if (exp == 0) x = (double)man * pow2(-24);               /* zero / subnormal */
+    else x = (double)(1024 + man) * pow2(exp - 25);               /* (1 + man/2^10) 2^(exp-15) */
     return sign ? -x : x;
 }
 
@@ -19,8 +27,8 @@ double ref64_bf16_to_double(uint16_t h) {
     const int sign = (h >> 15) & 1, exp = (h >> 7) & 0xff, man = h & 0x7f;
     double x;
     if (exp == 0xff) x = man ? NAN : INFINITY;
-    else if (exp == 0) x = ldexp((double)man, -133);             /* 2^-126 * man / 128 */
-    else x = ldexp(1.0 + (double)man / 128.0, exp - 127);
+    else if (exp == 0) x = (double)man * pow2(-133);              /* 2^-126 * man / 2^7 */
+    else x = (double)(128 + man) * pow2(exp - 134);               /* (1 + man/2^7) 2^(exp-127) */
     return sign ? -x : x;
 }
 
@@ -54,53 +62,75 @@ int64_t ref64_out_offset(const dswa_layout *l, int64_t b, int64_t i, int64_t h, 
     return b * l->batch + i * l->seq + h * l->head + d * l->dim;
 }
 
-/* a[0..D) = attention of pair `pr` for (b, i, h); s is scratch for the window's scores. */
-static void attend(const dswa_problem *p, const void *q, const void *k, const void *v,
-                   int64_t b, int64_t i, int64_t h, int pr, double *s, double *a) {
-    const int64_t N = p->seq_len, D = p->head_dim;
-    int64_t lo = i - (int64_t)p->window_left, hi = i + (int64_t)p->window_right;
-    if (lo < 0) lo = 0;
-    if (hi > N - 1) hi = N - 1;
-    const double scale = (double)p->scale;
+static void *xmalloc(size_t bytes) {
+    void *ptr = malloc(bytes ? bytes : 1);
+    if (!ptr) abort();
+    return ptr;
+}
 
-    double m = -INFINITY;
-    int any_nan = 0;
-    for (int64_t j = lo; j <= hi; j++) {
-        double dot = 0.0;
+/* A[(i - i0) * D + d] = a_pr[d] of queries i in [i0, i1) for batch b, head h, pair pr.
+   The K and V rows that these queries see are decoded once, then each query is a plain
+   loop over its window. */
+static void pair_rows(const dswa_problem *p, const void *q, const void *k, const void *v,
+                      int64_t b, int64_t h, int64_t pr, int64_t i0, int64_t i1, double *A) {
+    const int64_t N = p->seq_len, D = p->head_dim;
+    const int64_t WL = p->window_left, WR = p->window_right;
+    const double scale = (double)p->scale;
+    const int64_t jlo = i0 - WL < 0 ? 0 : i0 - WL;
+    const int64_t jhi = (i1 - 1) + WR > N - 1 ? N - 1 : (i1 - 1) + WR;
+    const int64_t nj = jhi - jlo + 1;
+    double *kd = xmalloc(sizeof(double) * (size_t)(nj * D));
+    double *vd = xmalloc(sizeof(double) * (size_t)(nj * D));
+    double *qd = xmalloc(sizeof(double) * (size_t)D);
+    double *s = xmalloc(sizeof(double) * (size_t)nj);
+    for (int64_t j = jlo; j <= jhi; j++)
+        for (int64_t d = 0; d < D; d++) {
+            kd[(j - jlo) * D + d] = ref64_load(k, ref64_in_offset(&p->k, b, j, pr, h, d), p->dtype);
+            vd[(j - jlo) * D + d] = ref64_load(v, ref64_in_offset(&p->v, b, j, pr, h, d), p->dtype);
+        }
+    for (int64_t i = i0; i < i1; i++) {
+        double *a = A + (i - i0) * D;
+        const int64_t lo = i - WL < 0 ? 0 : i - WL;
+        const int64_t hi = i + WR > N - 1 ? N - 1 : i + WR;
         for (int64_t d = 0; d < D; d++)
-            dot += ref64_load(q, ref64_in_offset(&p->q, b, i, pr, h, d), p->dtype) *
-                   ref64_load(k, ref64_in_offset(&p->k, b, j, pr, h, d), p->dtype);
-        s[j - lo] = scale * dot;
-        if (isnan(s[j - lo])) any_nan = 1;
-        else if (s[j - lo] > m) m = s[j - lo];
+            qd[d] = ref64_load(q, ref64_in_offset(&p->q, b, i, pr, h, d), p->dtype);
+        /* scores, and their maximum; a NaN score makes the whole softmax NaN */
+        double m = -INFINITY;
+        int any_nan = 0;
+        for (int64_t j = lo; j <= hi; j++) {
+            double dot = 0.0;
+            for (int64_t d = 0; d < D; d++) dot += qd[d] * kd[(j - jlo) * D + d];
+            const double sc = scale * dot;
+            s[j - lo] = sc;
+            if (isnan(sc)) any_nan = 1;
+            else if (sc > m) m = sc;
+        }
+        if (any_nan) m = NAN;
+        double sum = 0.0;
+        for (int64_t j = lo; j <= hi; j++) {
+            s[j - lo] = exp(s[j - lo] - m);
+            sum += s[j - lo];
+        }
+        for (int64_t d = 0; d < D; d++) a[d] = 0.0;
+        for (int64_t j = lo; j <= hi; j++) {
+            const double w = s[j - lo] / sum;
+            for (int64_t d = 0; d < D; d++) a[d] += w * vd[(j - jlo) * D + d];
+        }
     }
-    if (any_nan) m = NAN;                       /* NaN score: the whole softmax is NaN */
-    double sum = 0.0;
-    for (int64_t j = lo; j <= hi; j++) {
-        s[j - lo] = exp(s[j - lo] - m);
-        sum += s[j - lo];
-    }
-    for (int64_t d = 0; d < D; d++) a[d] = 0.0;
-    for (int64_t j = lo; j <= hi; j++) {
-        const double w = s[j - lo] / sum;
-        for (int64_t d = 0; d < D; d++)
-            a[d] += w * ref64_load(v, ref64_in_offset(&p->v, b, j, pr, h, d), p->dtype);
-    }
+    free(kd);
+    free(vd);
+    free(qd);
+    free(s);
 }
 
 void ref64_query(const dswa_problem *p, const void *q, const void *k, const void *v,
                  int64_t b, int64_t i, int64_t h, double *row) {
-    const int64_t N = p->seq_len, D = p->head_dim;
-    int64_t w = (int64_t)p->window_left + (int64_t)p->window_right + 1;
-    if (w > N) w = N;
-    double *s = malloc(sizeof(double) * (size_t)(w > 0 ? w : 1));
-    double *a1 = malloc(sizeof(double) * (size_t)D);
-    if (!s || !a1) abort();
-    attend(p, q, k, v, b, i, h, 0, s, row);
-    attend(p, q, k, v, b, i, h, 1, s, a1);
+    const int64_t D = p->head_dim;
+    double *a1 = xmalloc(sizeof(double) * (size_t)D);
+    pair_rows(p, q, k, v, b, h, 0, i, i + 1, row);
+    pair_rows(p, q, k, v, b, h, 1, i, i + 1, a1);
     const double lambda = (double)p->lambda;
     for (int64_t d = 0; d < D; d++) row[d] = row[d] - lambda * a1[d];
-    free(s);
     free(a1);
 }
 
@@ -110,11 +140,28 @@ void ref64_forward_rows(const dswa_problem *p, const void *q, const void *k, con
     if (row_begin < 0) row_begin = 0;
     if (row_end > N) row_end = N;
     const int64_t R = row_end - row_begin;
-    if (R <= 0 || B <= 0) return;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t i = row_begin; i < row_end; i++)
-            for (int64_t h = 0; h < H; h++)
-                ref64_query(p, q, k, v, b, i, h, out_dense + ((b * R + (i - row_begin)) * H + h) * D);
+    if (R <= 0 || B <= 0 || H <= 0 || D <= 0) return;
+    const double lambda = (double)p->lambda;
+    /* Independent tasks (batch, head, chunk of CH rows), spread over threads when built with
+       OpenMP; each task's arithmetic is the same serial loop either way. */
+    const int64_t CH = 64, nch = (R + CH - 1) / CH, ntask = B * H * nch;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(dynamic, 1)
+#endif
+    for (int64_t t = 0; t < ntask; t++) {
+        const int64_t c = t % nch, h = (t / nch) % H, b = t / (nch * H);
+        const int64_t r0 = c * CH, r1 = r0 + CH < R ? r0 + CH : R;
+        double *a0 = xmalloc(sizeof(double) * (size_t)((r1 - r0) * D));
+        double *a1 = xmalloc(sizeof(double) * (size_t)((r1 - r0) * D));
+        pair_rows(p, q, k, v, b, h, 0, row_begin + r0, row_begin + r1, a0);
+        pair_rows(p, q, k, v, b, h, 1, row_begin + r0, row_begin + r1, a1);
+        for (int64_t r = r0; r < r1; r++)
+            for (int64_t d = 0; d < D; d++)
+                out_dense[((b * R + r) * H + h) * D + d] =
+                    a0[(r - r0) * D + d] - lambda * a1[(r - r0) * D + d];
+        free(a0);
+        free(a1);
+    }
 }
 
 void ref64_forward(const dswa_problem *p, const void *q, const void *k, const void *v,

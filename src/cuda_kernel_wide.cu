@@ -1,46 +1,23 @@
-/* Differential sliding-window attention on tensor cores (sm_80+): f32 inputs with TF32 math
- * (mma m16n8k8), f16 and bf16 inputs with mma m16n8k16; fp32 accumulation everywhere.
+/* Differential sliding-window attention for any window (the general path), on tensor cores
+ * (sm_80+): f32 inputs with TF32 math (mma m16n8k8), f16/bf16 with mma m16n8k16, fp32
+ * accumulation. The band kernel (cuda_kernel_band.cu) is faster and takes WL + WR <= 48; this
+ * one takes the rest.
  *
  * What it computes: for one batch b, one output head h and a tile of 64 queries, both heads of
- * the pair (p = 0, 1) over each query's window, out = softmax(s_0) V_0 - lambda softmax(s_1) V_1,
- * accumulated and subtracted in fp32 registers, rounded once at the store: no 2H-head
- * intermediate exists.
+ * the pair over each query's window, out = softmax(s_0) V_0 - lambda softmax(s_1) V_1,
+ * accumulated and subtracted in fp32 registers and rounded once at the store.
  *
- * Why it is shaped so. The op streams Q, K, V once and writes O once; arithmetic is tiny, so the
- * kernel is organised around bytes:
- *  - A block (4 warps) owns 64 consecutive queries; warp w owns 16 of them as one m16 tile. The
- *    block's keys [i0 - WL, i0 + 63 + WR] stream through shared memory in 16 KB chunks (K and V
- *    of one pair; 32 rows in f32, 64 in 16-bit), so every K/V row the block needs is read from
- *    global memory once and used by all its warps. A ring of DSWA_STAGES chunks keeps two in
- *    flight (cp.async.cg: 16 bytes, L2 only) while one is computed. Static shared memory is
- *    48 KB, TensorRT's limit without opt-in.
- *  - Any window works: the softmax is online over chunks, and a warp skips the 8-key tiles
- *    outside its band (for W = 17 that is 7 of the 13 tiles of the block's range).
- *  - Q goes straight from global memory into mma A fragments and K fragments come from shared
- *    memory as 16-byte loads, thanks to a permutation of the head dimension: a dot product does
- *    not care about the order of d, so thread c of a quad owns whole 16-byte chunks of Q and K
- *    (f32: chunks 4k + c; 16-bit: chunks c and 4 + c) and the k-steps are fed from them. For
- *    f32, P.V owns output dims 4g..+3 and 32+4g..+3 the same way; 16-bit V goes through
- *    ldmatrix.trans (two keys share a register there).
- *  - A row's 16-byte chunk u is stored at u ^ swz(row), which makes every shared-memory access
- *    pattern above free of bank conflicts (see dswa_swz).
- *  - P is reused from the S accumulators as the A operand without shuffles.
- *  - Masked scores are replaced by -inf, so a non-finite K value reaches only the queries whose
- *    window holds it. A non-finite V value could still leak through 0 * NaN inside the mma to a
- *    query whose window does not hold it; so a warp whose result has any non-finite value
- *    recomputes its rows with an exact scalar path that touches only in-window keys (rare;
- *    one warp vote otherwise).
- *
- * Kernel arguments follow TensorRT's AOT plugin order: input pointers, int32 scalars (floats as
- * bit patterns; see dswa_kargs), output pointer. Grid (ceil(N / 64), H, B); block 128 threads;
- * no dynamic shared memory.
+ * Why it is shaped so: a window of any size does not fit shared memory, so the block's keys
+ * [i0 - WL, i0 + 63 + WR] stream through a ring of 16 KB chunks (K and V of one pair: 32 rows in
+ * f32, 64 in 16-bit) with an online softmax over chunks; each K/V row the block needs is read
+ * once and used by its 4 warps, and a warp skips the 8-key tiles outside its band. Fragment
+ * layouts, the head-dimension permutation and the swizzles are those of cuda_mma.cuh.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "cuda_common.cuh"
+#include "cuda_mma.cuh"
 
-#define DSWA_THREADS (32 * DSWA_WARPS)
 #define DSWA_CHUNK_BYTES 8192 /* of K (and again of V) per pipeline step */
 #ifndef DSWA_STAGES
 #define DSWA_STAGES 3
@@ -55,63 +32,6 @@ template <typename T> struct dswa_geom {
         LOADS = 2 * KC * ROW_CHUNKS / DSWA_THREADS /* cp.async per thread per step */
     };
 };
-
-/* Where chunk u of a row lives: u ^ swz(row). f32 (16 chunks a row): quads read rows g, g+1 at
-   chunks 4k+c, and rows 2c (2c+1) at chunks g, 8+g. 16-bit (8 chunks a row): quads read rows
-   g, g+1 at chunks c, 4+c, and ldmatrix reads 8 consecutive rows at one chunk. */
-template <typename T> __device__ __forceinline__ int dswa_swz(int row);
-template <> __device__ __forceinline__ int dswa_swz<float>(int r) { return (r & 6) ^ ((r & 1) << 2); }
-template <> __device__ __forceinline__ int dswa_swz<__half>(int r) { return ((r & 1) << 2) | ((r >> 1) & 3); }
-template <> __device__ __forceinline__ int dswa_swz<__nv_bfloat16>(int r) { return dswa_swz<__half>(r); }
-
-__device__ __forceinline__ uint32_t tf32(float x) {
-    uint32_t r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return r;
-}
-
-__device__ __forceinline__ void mma_tf32(float d[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-template <typename T>
-__device__ __forceinline__ void mma16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
-template <>
-__device__ __forceinline__ void mma16<__half>(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-template <>
-__device__ __forceinline__ void mma16<__nv_bfloat16>(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* Two fp32 values as one register of two 16-bit values, the first in the low half. */
-template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
-template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *(uint32_t *)&h;
-}
-template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *(uint32_t *)&h;
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void *row) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(row);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
 
 /* Everything a block needs about its (b, h) problem slice. */
 template <typename T> struct dswa_slice {
@@ -182,8 +102,8 @@ __device__ __forceinline__ void score_tile(float s[4], const T (*kst)[DSWA_HEAD_
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const float4 kv = *(const float4 *)((const float *)krow + (((4 * k + c) ^ sw) * 4));
-            mma_tf32(s, qa[0][4 * k], qa[1][4 * k], qa[0][4 * k + 1], qa[1][4 * k + 1], tf32(kv.x), tf32(kv.y));
-            mma_tf32(s, qa[0][4 * k + 2], qa[1][4 * k + 2], qa[0][4 * k + 3], qa[1][4 * k + 3], tf32(kv.z), tf32(kv.w));
+            mma_tf32(s, qa[0][4 * k], qa[1][4 * k], qa[0][4 * k + 1], qa[1][4 * k + 1], tf32kv(kv.x), tf32kv(kv.y));
+            mma_tf32(s, qa[0][4 * k + 2], qa[1][4 * k + 2], qa[0][4 * k + 3], qa[1][4 * k + 3], tf32kv(kv.z), tf32kv(kv.w));
         }
     } else {
         const uint4 k0 = *(const uint4 *)(krow + ((c ^ sw) * 8));
@@ -214,14 +134,14 @@ __device__ __forceinline__ void pv_step(float acc[8][4], const T (*vst)[DSWA_HEA
         const float4 x01 = *(const float4 *)(v0 + (((8 + g) ^ s0) * 4));
         const float4 x10 = *(const float4 *)(v1 + ((g ^ s1) * 4));
         const float4 x11 = *(const float4 *)(v1 + (((8 + g) ^ s1) * 4));
-        mma_tf32(acc[0], a0, a1, a2, a3, tf32(x00.x), tf32(x10.x));
-        mma_tf32(acc[1], a0, a1, a2, a3, tf32(x00.y), tf32(x10.y));
-        mma_tf32(acc[2], a0, a1, a2, a3, tf32(x00.z), tf32(x10.z));
-        mma_tf32(acc[3], a0, a1, a2, a3, tf32(x00.w), tf32(x10.w));
-        mma_tf32(acc[4], a0, a1, a2, a3, tf32(x01.x), tf32(x11.x));
-        mma_tf32(acc[5], a0, a1, a2, a3, tf32(x01.y), tf32(x11.y));
-        mma_tf32(acc[6], a0, a1, a2, a3, tf32(x01.z), tf32(x11.z));
-        mma_tf32(acc[7], a0, a1, a2, a3, tf32(x01.w), tf32(x11.w));
+        mma_tf32(acc[0], a0, a1, a2, a3, tf32kv(x00.x), tf32kv(x10.x));
+        mma_tf32(acc[1], a0, a1, a2, a3, tf32kv(x00.y), tf32kv(x10.y));
+        mma_tf32(acc[2], a0, a1, a2, a3, tf32kv(x00.z), tf32kv(x10.z));
+        mma_tf32(acc[3], a0, a1, a2, a3, tf32kv(x00.w), tf32kv(x10.w));
+        mma_tf32(acc[4], a0, a1, a2, a3, tf32kv(x01.x), tf32kv(x11.x));
+        mma_tf32(acc[5], a0, a1, a2, a3, tf32kv(x01.y), tf32kv(x11.y));
+        mma_tf32(acc[6], a0, a1, a2, a3, tf32kv(x01.z), tf32kv(x11.z));
+        mma_tf32(acc[7], a0, a1, a2, a3, tf32kv(x01.w), tf32kv(x11.w));
     } else {
         const uint32_t a[4] = {pack2<T>(pm[0][0], pm[0][1]), pack2<T>(pm[0][2], pm[0][3]),
                                pack2<T>(pm[1][0], pm[1][1]), pack2<T>(pm[1][2], pm[1][3])};
@@ -302,51 +222,8 @@ __device__ __forceinline__ void step_compute(T (*st)[dswa_geom<T>::KC][DSWA_HEAD
     }
 }
 
-/* Quad-reduce the row sums and return 1/l per row. */
-__device__ __forceinline__ void row_inverse(float l[2]) {
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-        l[r] = 1.f / l[r];
-    }
-}
-
-/* Stores this thread's part of rows i and i+8; returns whether every stored value was finite.
-   f32: acc[j][e] is row (e < 2 ? i : i+8), dim (j < 4 ? 8c + j : 32 + 8c + j - 4) + 4 (e & 1).
-   16-bit: acc[j][e] is dim 8j + 2c + (e & 1). */
 template <typename T>
-__device__ __forceinline__ bool store_rows(T *orow0, int o_sn, int i, int n, const float acc[8][4]) {
-    const int c = threadIdx.x & 3;
-    bool finite = true;
-#pragma unroll
-    for (int rr = 0; rr < 2; rr++) {
-        if (i + 8 * rr >= n) continue;
-        T *row = orow0 + (int64_t)(i + 8 * rr) * o_sn;
-        if constexpr (sizeof(T) == 4) {
-#pragma unroll
-            for (int half = 0; half < 2; half++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int j0 = 4 * half, ee = 2 * rr + e;
-                    const float4 x = make_float4(acc[j0][ee], acc[j0 + 1][ee], acc[j0 + 2][ee], acc[j0 + 3][ee]);
-                    finite &= isfinite(x.x) & isfinite(x.y) & isfinite(x.z) & isfinite(x.w);
-                    *(float4 *)((float *)row + 32 * half + 8 * c + 4 * e) = x;
-                }
-        } else {
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const float x0 = acc[j][2 * rr], x1 = acc[j][2 * rr + 1];
-                finite &= isfinite(x0) & isfinite(x1);
-                *(uint32_t *)(row + 8 * j + 2 * c) = pack2<T>(x0, x1);
-            }
-        }
-    }
-    return finite;
-}
-
-template <typename T>
-__device__ __forceinline__ void dswa_fwd(const T *__restrict__ q, const T *__restrict__ k,
+__device__ __forceinline__ void dswa_fwd_wide(const T *__restrict__ q, const T *__restrict__ k,
                                          const T *__restrict__ v, int n, int wl, int wr,
                                          int scale_bits, int lambda_bits, int q_sb, int q_sn,
                                          int q_sp, int q_sh, int k_sb, int k_sn, int k_sp,
@@ -394,7 +271,7 @@ __device__ __forceinline__ void dswa_fwd(const T *__restrict__ q, const T *__res
             dswa_cp_async_commit();
             step_compute<T>(ring[s % DSWA_STAGES], qa, p ? o1 : o0, m, l, cc, qrow0, span, sl, qscale);
         }
-        row_inverse(l);
+        dswa_row_inverse(l);
         /* pair 0: o0 = a_0; pair 1: o0 = a_0 - lambda a_1, all in fp32 */
         const float f0 = p ? -lambda * l[0] : l[0], f1 = p ? -lambda * l[1] : l[1];
 #pragma unroll
@@ -409,53 +286,25 @@ __device__ __forceinline__ void dswa_fwd(const T *__restrict__ q, const T *__res
     }
 
     T *orow0 = out + (int64_t)b * o_sb + (int64_t)h * o_sh;
-    const bool finite = store_rows<T>(orow0, o_sn, iq, n, o0);
+    const bool finite = dswa_store_rows<T>(orow0, o_sn, iq, n, o0);
     if (__any_sync(0xffffffffu, !finite))
         dswa_exact_rows<T>(q, k, v, out, n, wl, wr, scale, lambda, b, h, i0 + qrow0, q_sb, q_sn,
                            q_sp, q_sh, k_sb, k_sn, k_sp, k_sh, v_sb, v_sn, v_sp, v_sh, o_sb, o_sn,
                            o_sh);
 }
 
-/* The entries: plain C names, so the PTX entry is what TensorRT's loader is told. */
-#define DSWA_ENTRY(name, T)                                                                    \
-    extern "C" __global__ void __launch_bounds__(DSWA_THREADS) name(                           \
-        const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, int n,      \
-        int wl, int wr, int scale_bits, int lambda_bits, int q_sb, int q_sn, int q_sp,         \
-        int q_sh, int k_sb, int k_sn, int k_sp, int k_sh, int v_sb, int v_sn, int v_sp,        \
-        int v_sh, int o_sb, int o_sn, int o_sh, T *__restrict__ out) {                         \
-        dswa_fwd<T>(q, k, v, n, wl, wr, scale_bits, lambda_bits, q_sb, q_sn, q_sp, q_sh, k_sb, \
-                    k_sn, k_sp, k_sh, v_sb, v_sn, v_sp, v_sh, o_sb, o_sn, o_sh, out);          \
-    }
-DSWA_ENTRY(dswa_fwd_f32_tf32, float)
-DSWA_ENTRY(dswa_fwd_f16, __half)
-DSWA_ENTRY(dswa_fwd_bf16, __nv_bfloat16)
+DSWA_ENTRY(dswa_fwd_wide_f32_tf32, float, dswa_fwd_wide, 1)
+DSWA_ENTRY(dswa_fwd_wide_f16, __half, dswa_fwd_wide, 1)
+DSWA_ENTRY(dswa_fwd_wide_bf16, __nv_bfloat16, dswa_fwd_wide, 1)
 
-/* Launcher: the library runs exactly the entry TensorRT would (same arguments, same order). */
-template <typename T>
-static dswa_status launch(void (*kernel)(const T *, const T *, const T *, int, int, int, int, int,
-                                         int, int, int, int, int, int, int, int, int, int, int,
-                                         int, int, int, int, T *),
-                          const char *name, const dswa_kargs *a, int batch, int heads,
-                          const void *q, const void *k, const void *v, void *out,
-                          cudaStream_t stream) {
-    const dim3 grid((unsigned)((a->n + DSWA_TILE - 1) / DSWA_TILE), (unsigned)heads, (unsigned)batch);
-    kernel<<<grid, DSWA_THREADS, 0, stream>>>(
-        (const T *)q, (const T *)k, (const T *)v, a->n, a->wl, a->wr, a->scale_bits,
-        a->lambda_bits, a->q[0], a->q[1], a->q[2], a->q[3], a->k[0], a->k[1], a->k[2], a->k[3],
-        a->v[0], a->v[1], a->v[2], a->v[3], a->o[0], a->o[1], a->o[2], (T *)out);
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return dswa_fail(DSWA_ERR_CUDA, "launch of %s failed: %s", name, cudaGetErrorString(e));
-    return DSWA_OK;
-}
-
-extern "C" dswa_status dswa_launch_kernel(dswa_dtype dtype, const dswa_kargs *a, int batch,
-                                          int heads, const void *q, const void *k, const void *v,
-                                          void *out, cudaStream_t stream) {
+/* Launcher. */
+extern "C" dswa_status dswa_launch_wide(dswa_dtype dtype, const dswa_kargs *a, int batch,
+                                        int heads, const void *q, const void *k, const void *v,
+                                        void *out, cudaStream_t stream) {
     switch (dtype) {
-    case DSWA_F32: return launch<float>(dswa_fwd_f32_tf32, "dswa_fwd_f32_tf32", a, batch, heads, q, k, v, out, stream);
-    case DSWA_F16: return launch<__half>(dswa_fwd_f16, "dswa_fwd_f16", a, batch, heads, q, k, v, out, stream);
-    case DSWA_BF16: return launch<__nv_bfloat16>(dswa_fwd_bf16, "dswa_fwd_bf16", a, batch, heads, q, k, v, out, stream);
+    case DSWA_F32: return dswa_launch_entry((const void *)dswa_fwd_wide_f32_tf32, "dswa_fwd_wide_f32_tf32", a, batch, heads, q, k, v, out, stream);
+    case DSWA_F16: return dswa_launch_entry((const void *)dswa_fwd_wide_f16, "dswa_fwd_wide_f16", a, batch, heads, q, k, v, out, stream);
+    case DSWA_BF16: return dswa_launch_entry((const void *)dswa_fwd_wide_bf16, "dswa_fwd_wide_bf16", a, batch, heads, q, k, v, out, stream);
     }
     return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "dtype = %d: unknown", (int)dtype);
 }

@@ -1,0 +1,306 @@
+/* Differential sliding-window attention for windows with WL + WR <= 48 (SAME-L has 34), on
+ * tensor cores (sm_80+): f32 inputs with TF32 math (mma m16n8k8), f16/bf16 with mma m16n8k16,
+ * fp32 accumulation, one rounding at the store. Wider windows go to cuda_kernel_wide.cu.
+ *
+ * What it computes: for one batch b, one output head h and a tile of 64 queries,
+ *   out = softmax(s_0) V_0 - lambda softmax(s_1) V_1
+ * over each query's window, for both heads of the pair, in registers.
+ *
+ * Why it is shaped so. The op moves bytes and does little arithmetic, so everything serves the
+ * memory pipe:
+ *  - The block's whole key band (64 + WL + WR <= 112 rows) fits one shared-memory buffer of
+ *    128-byte rows. So a pair's scores are complete before its softmax: the softmax is exact
+ *    (no online rescaling), P is normalised before P.V, and pair 1's P is pre-multiplied by
+ *    -lambda/l_1, so one fp32 accumulator holds a_0 - lambda a_1 and no second one exists.
+ *  - The block streams its K and V in phases of 128-byte rows (f32: K0 lo/hi half of the head
+ *    dimension, V0 lo/hi, K1 lo/hi, V1 lo/hi; 16-bit: K0, V0, K1, V1) through a ring of three
+ *    14 KB buffers (cp.async.cg, 16 bytes, L2 only): two phases are in flight while one is
+ *    computed. Each K/V row is read from global memory once per block and used by its 4 warps;
+ *    neighbouring blocks' 34 halo rows come from L2.
+ *  - Few registers (S 32, accumulator 32, Q 16) let 4 blocks share an SM: 16 warps and 8 phases
+ *    (~100 KB) in flight per SM, and 172 KB of static shared memory.
+ *  - Fragment layouts, the head-dimension permutation that turns every Q/K/V access into a
+ *    16-byte load, and the bank-conflict-free swizzles are those of cuda_mma.cuh.
+ *  - Masked scores are replaced by -inf; a non-finite result sends the warp to the exact
+ *    scalar path of cuda_common.cuh (a NaN in V must not leak through 0 * NaN in the mma).
+ *
+ * Arguments follow TensorRT's AOT order (inputs, int32 scalars, output); grid (ceil(N/64), H,
+ * B), 128 threads, no dynamic shared memory.
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "cuda_mma.cuh"
+
+#define BAND_ROWS (DSWA_TILE + DSWA_BAND_MAX_SPAN) /* 112 key rows */
+#define BAND_NT ((16 + DSWA_BAND_MAX_SPAN) / 8)    /* 8-key tiles of one warp's band: 8 */
+#define BAND_BUFS 3
+#define BAND_LOADS (BAND_ROWS * 8 / DSWA_THREADS)  /* 16-byte copies per thread per phase: 7 */
+#ifndef BAND_F32_MIN_BLOCKS
+#define BAND_F32_MIN_BLOCKS 4 /* blocks per SM the f32 entry is register-limited to */
+#endif
+
+/* Phases: f32 splits the head dimension in two 32-float halves (128-byte rows); 16-bit rows
+   are 128 bytes whole. phase -> (pair, K or V, half). */
+template <typename T> struct band_phases {
+    enum { HALVES = sizeof(T) == 4 ? 2 : 1, N = 4 * HALVES };
+    static __device__ __forceinline__ int pair(int ph) { return ph / (2 * HALVES); }
+    static __device__ __forceinline__ int is_v(int ph) { return (ph / HALVES) & 1; }
+    static __device__ __forceinline__ int half(int ph) { return ph % HALVES; }
+};
+
+typedef uint4 band_buf[BAND_ROWS][8]; /* 16-byte chunks, swizzled per row */
+
+template <typename T> struct band_ctx {
+    const T *q, *k, *v; /* at (b, h) */
+    int n, kstart, nkeys;
+    int q_sn, q_sp, k_sn, k_sp, v_sn, v_sp;
+};
+
+/* Copies phase ph's rows [kstart, kstart + nkeys) into buf; rows outside it or outside the
+   sequence are zero-filled (a stale NaN must never meet a zero probability). */
+template <typename T>
+__device__ __forceinline__ void band_load(band_buf &buf, const band_ctx<T> &c, int ph) {
+    typedef band_phases<T> P;
+    const int p = P::pair(ph), isv = P::is_v(ph), col = P::half(ph) * 32; /* elements */
+    const T *base = isv ? c.v + (int64_t)p * c.v_sp : c.k + (int64_t)p * c.k_sp;
+    const int sn = isv ? c.v_sn : c.k_sn;
+#pragma unroll
+    for (int it = 0; it < BAND_LOADS; it++) {
+        const int idx = threadIdx.x + DSWA_THREADS * it, r = idx >> 3, u = idx & 7;
+        const int j = c.kstart + r;
+        const bool ok = r < c.nkeys && j >= 0 && j < c.n;
+        const T *src = ok ? base + (int64_t)j * sn + col + u * (16 / (int)sizeof(T)) : base;
+        dswa_cp_async16(&buf[r][u ^ dswa_swz<T>(r)], src, ok);
+    }
+}
+
+/* Q fragments for K phase ph of this thread's rows i and i+8: f32 holds full-row chunks 4k + c
+   for k = 2*half, 2*half+1 (pre-multiplied by scale*log2 e, rounded to TF32); 16-bit holds
+   chunks c and 4 + c raw (scaled after the product: re-rounding Q would cost accuracy). */
+template <typename T>
+__device__ __forceinline__ void band_load_q(uint32_t qa[2][8], const band_ctx<T> &c, int ph,
+                                            int i, float qscale) {
+    typedef band_phases<T> P;
+    const int quad = threadIdx.x & 3, p = P::pair(ph), hf = P::half(ph);
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+        const int ii = i + 8 * rr;
+        const T *row = c.q + (int64_t)p * c.q_sp + (int64_t)(ii < c.n ? ii : 0) * c.q_sn;
+#pragma unroll
+        for (int x = 0; x < 2; x++) {
+            const int chunk = sizeof(T) == 4 ? 4 * (2 * hf + x) + quad : 4 * x + quad;
+            uint4 w = make_uint4(0, 0, 0, 0);
+            if (ii < c.n) w = __ldg((const uint4 *)(row + chunk * (16 / (int)sizeof(T))));
+            if constexpr (sizeof(T) == 4) {
+                qa[rr][4 * x + 0] = tf32(__uint_as_float(w.x) * qscale);
+                qa[rr][4 * x + 1] = tf32(__uint_as_float(w.y) * qscale);
+                qa[rr][4 * x + 2] = tf32(__uint_as_float(w.z) * qscale);
+                qa[rr][4 * x + 3] = tf32(__uint_as_float(w.w) * qscale);
+            } else {
+                qa[rr][4 * x + 0] = w.x; qa[rr][4 * x + 1] = w.y;
+                qa[rr][4 * x + 2] = w.z; qa[rr][4 * x + 3] = w.w;
+            }
+        }
+    }
+}
+
+/* s[ln] += Q K^T over this phase's dims, for the warp's band tiles ln < ntw (tile ln = block
+   rows 16*warp + 8*ln .. +7). */
+template <typename T>
+__device__ __forceinline__ void band_scores(float s[BAND_NT][4], const band_buf &buf,
+                                            const uint32_t qa[2][8], int warp, int ntw) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+#pragma unroll
+    for (int ln = 0; ln < BAND_NT; ln++) {
+        if (ln >= ntw) continue;
+        const int row = 16 * warp + 8 * ln + g, sw = dswa_swz<T>(row);
+        const uint4 k0 = buf[row][c ^ sw], k1 = buf[row][(4 + c) ^ sw];
+        if constexpr (sizeof(T) == 4) {
+            mma_tf32(s[ln], qa[0][0], qa[1][0], qa[0][1], qa[1][1], tf32kv(__uint_as_float(k0.x)), tf32kv(__uint_as_float(k0.y)));
+            mma_tf32(s[ln], qa[0][2], qa[1][2], qa[0][3], qa[1][3], tf32kv(__uint_as_float(k0.z)), tf32kv(__uint_as_float(k0.w)));
+            mma_tf32(s[ln], qa[0][4], qa[1][4], qa[0][5], qa[1][5], tf32kv(__uint_as_float(k1.x)), tf32kv(__uint_as_float(k1.y)));
+            mma_tf32(s[ln], qa[0][6], qa[1][6], qa[0][7], qa[1][7], tf32kv(__uint_as_float(k1.z)), tf32kv(__uint_as_float(k1.w)));
+        } else {
+            const uint32_t kr[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
+#pragma unroll
+            for (int st = 0; st < 4; st++) {
+                const uint32_t a[4] = {qa[0][2 * st], qa[1][2 * st], qa[0][2 * st + 1], qa[1][2 * st + 1]};
+                mma16<T>(s[ln], a, kr[2 * st], kr[2 * st + 1]);
+            }
+        }
+    }
+}
+
+/* Exact softmax of one pair over the warp's band: mask by replacement, row max, exp2, row sum,
+   then P *= f / l with f = 1 (pair 0) or -lambda (pair 1). f32 leaves P rounded to TF32 (as
+   float bits) so the two V phases need no conversion. */
+template <typename T>
+__device__ __forceinline__ void band_softmax(float s[BAND_NT][4], int warp, int ntw, int span,
+                                             int kstart, int n, float qscale, float f) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+    for (int ln = 0; ln < BAND_NT; ln++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int t = 8 * ln + 2 * c + (e & 1); /* key index relative to the warp band */
+            const int qi = g + 8 * (e >> 1), j = kstart + 16 * warp + t;
+            const bool ok = ln < ntw && t >= qi && t <= qi + span && j >= 0 && j < n;
+            float x = s[ln][e];
+            if constexpr (sizeof(T) != 4) x *= qscale;
+            s[ln][e] = ok ? x : -INFINITY;
+            mx[e >> 1] = fmaxf(mx[e >> 1], s[ln][e]);
+        }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        if (mx[r] == -INFINITY) mx[r] = 0.f; /* a row past N: every key masked */
+    }
+#pragma unroll
+    for (int ln = 0; ln < BAND_NT; ln++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            s[ln][e] = exp2f(s[ln][e] - mx[e >> 1]);
+            l[e >> 1] += s[ln][e];
+        }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        l[r] = f / l[r];
+    }
+#pragma unroll
+    for (int ln = 0; ln < BAND_NT; ln++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float x = s[ln][e] * l[e >> 1];
+            if constexpr (sizeof(T) == 4) s[ln][e] = __uint_as_float(tf32(x));
+            else s[ln][e] = x;
+        }
+}
+
+/* acc += P V over this phase's output dims. f32: one 8-key k-step per tile; the thread reads
+   V rows 2c and 2c+1 at chunk g of the half (output dims 4g..4g+3 of n-tiles 4*half..+3).
+   16-bit: one 16-key k-step per two tiles, V through ldmatrix.trans. */
+template <typename T>
+__device__ __forceinline__ void band_pv(float acc[8][4], const band_buf &buf,
+                                        const float s[BAND_NT][4], int warp, int ntw, int hf) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    if constexpr (sizeof(T) == 4) {
+#pragma unroll
+        for (int ln = 0; ln < BAND_NT; ln++) {
+            if (ln >= ntw) continue;
+            /* column c <-> key 2c, column c+4 <-> key 2c+1 of the tile */
+            const uint32_t a0 = __float_as_uint(s[ln][0]), a1 = __float_as_uint(s[ln][2]);
+            const uint32_t a2 = __float_as_uint(s[ln][1]), a3 = __float_as_uint(s[ln][3]);
+            const int r0 = 16 * warp + 8 * ln + 2 * c;
+            const uint4 x0 = buf[r0][g ^ dswa_swz<float>(r0)], x1 = buf[r0 + 1][g ^ dswa_swz<float>(r0 + 1)];
+            float *o = acc[4 * hf];
+            mma_tf32(o + 0, a0, a1, a2, a3, tf32kv(__uint_as_float(x0.x)), tf32kv(__uint_as_float(x1.x)));
+            mma_tf32(o + 4, a0, a1, a2, a3, tf32kv(__uint_as_float(x0.y)), tf32kv(__uint_as_float(x1.y)));
+            mma_tf32(o + 8, a0, a1, a2, a3, tf32kv(__uint_as_float(x0.z)), tf32kv(__uint_as_float(x1.z)));
+            mma_tf32(o + 12, a0, a1, a2, a3, tf32kv(__uint_as_float(x0.w)), tf32kv(__uint_as_float(x1.w)));
+        }
+    } else {
+        const int mtx = lane >> 3;
+#pragma unroll
+        for (int ln = 0; ln < BAND_NT; ln += 2) {
+            if (ln >= ntw) continue;
+            const uint32_t a[4] = {pack2<T>(s[ln][0], s[ln][1]), pack2<T>(s[ln][2], s[ln][3]),
+                                   pack2<T>(s[ln + 1][0], s[ln + 1][1]), pack2<T>(s[ln + 1][2], s[ln + 1][3])};
+            /* lane supplies row (lane & 7) + 8 (matrix & 1) of the k-step, chunk j + (matrix >> 1) */
+            const int r = 16 * warp + 8 * ln + (lane & 7) + 8 * (mtx & 1);
+#pragma unroll
+            for (int j = 0; j < 8; j += 2) {
+                uint32_t b[4];
+                ldmatrix_x4_trans(b, &buf[r][(j + (mtx >> 1)) ^ dswa_swz<T>(r)]);
+                mma16<T>(acc[j], a, b[0], b[1]);
+                mma16<T>(acc[j + 1], a, b[2], b[3]);
+            }
+        }
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void dswa_fwd_band(const T *__restrict__ q, const T *__restrict__ k,
+                                              const T *__restrict__ v, int n, int wl, int wr,
+                                              int scale_bits, int lambda_bits, int q_sb, int q_sn,
+                                              int q_sp, int q_sh, int k_sb, int k_sn, int k_sp,
+                                              int k_sh, int v_sb, int v_sn, int v_sp, int v_sh,
+                                              int o_sb, int o_sn, int o_sh, T *__restrict__ out) {
+    typedef band_phases<T> P;
+    __shared__ __align__(128) band_buf ring[BAND_BUFS];
+    const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+    const int h = blockIdx.y, b = blockIdx.z, i0 = blockIdx.x * DSWA_TILE, span = wl + wr;
+    band_ctx<T> c;
+    c.q = q + (int64_t)b * q_sb + (int64_t)h * q_sh;
+    c.k = k + (int64_t)b * k_sb + (int64_t)h * k_sh;
+    c.v = v + (int64_t)b * v_sb + (int64_t)h * v_sh;
+    c.n = n;
+    c.kstart = i0 - wl;
+    c.nkeys = DSWA_TILE + span;
+    c.q_sn = q_sn; c.q_sp = q_sp; c.k_sn = k_sn; c.k_sp = k_sp; c.v_sn = v_sn; c.v_sp = v_sp;
+    const int iq = i0 + 16 * warp + g;      /* this thread's rows: iq and iq + 8 */
+    const int ntw = (16 + span + 7) / 8;    /* 8-key tiles in a warp's band */
+    const float scale = __int_as_float(scale_bits), lambda = __int_as_float(lambda_bits);
+    const float qscale = scale * 1.4426950408889634f; /* exp(x) = exp2(x log2 e) */
+
+    band_load<T>(ring[0], c, 0);
+    dswa_cp_async_commit();
+    band_load<T>(ring[1], c, 1);
+    dswa_cp_async_commit();
+
+    uint32_t qa[2][8];
+    float s[BAND_NT][4], acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    band_load_q<T>(qa, c, 0, iq, qscale);
+
+#pragma unroll
+    for (int ph = 0; ph < P::N; ph++) {
+        dswa_cp_async_wait<1>();
+        __syncthreads(); /* phase ph visible to all; everyone is done with phase ph - 1 */
+        if (ph + 2 < P::N) band_load<T>(ring[(ph + 2) % BAND_BUFS], c, ph + 2);
+        dswa_cp_async_commit();
+        const band_buf &buf = ring[ph % BAND_BUFS];
+        if (!P::is_v(ph)) {
+            if (P::half(ph) == 0)
+#pragma unroll
+                for (int ln = 0; ln < BAND_NT; ln++) s[ln][0] = s[ln][1] = s[ln][2] = s[ln][3] = 0.f;
+            band_scores<T>(s, buf, qa, warp, ntw);
+            if (P::half(ph) == P::HALVES - 1)
+                band_softmax<T>(s, warp, ntw, span, c.kstart, n, qscale, P::pair(ph) ? -lambda : 1.f);
+            else
+                band_load_q<T>(qa, c, ph + 1, iq, qscale); /* the next K phase's Q */
+        } else {
+            band_pv<T>(acc, buf, s, warp, ntw, P::half(ph));
+            if (P::pair(ph) == 0 && P::half(ph) == P::HALVES - 1)
+                band_load_q<T>(qa, c, ph + 1, iq, qscale); /* pair 1's first K phase */
+        }
+    }
+
+    T *orow0 = out + (int64_t)b * o_sb + (int64_t)h * o_sh;
+    const bool finite = dswa_store_rows<T>(orow0, o_sn, iq, n, acc);
+    if (__any_sync(0xffffffffu, !finite))
+        dswa_exact_rows<T>(q, k, v, out, n, wl, wr, scale, lambda, b, h, i0 + 16 * warp, q_sb,
+                           q_sn, q_sp, q_sh, k_sb, k_sn, k_sp, k_sh, v_sb, v_sn, v_sp, v_sh,
+                           o_sb, o_sn, o_sh);
+}
+
+DSWA_ENTRY(dswa_fwd_f32_tf32, float, dswa_fwd_band, BAND_F32_MIN_BLOCKS)
+DSWA_ENTRY(dswa_fwd_f16, __half, dswa_fwd_band, 4)
+DSWA_ENTRY(dswa_fwd_bf16, __nv_bfloat16, dswa_fwd_band, 4)
+
+/* Launcher. */
+extern "C" dswa_status dswa_launch_band(dswa_dtype dtype, const dswa_kargs *a, int batch,
+                                        int heads, const void *q, const void *k, const void *v,
+                                        void *out, cudaStream_t stream) {
+    switch (dtype) {
+    case DSWA_F32: return dswa_launch_entry((const void *)dswa_fwd_f32_tf32, "dswa_fwd_f32_tf32", a, batch, heads, q, k, v, out, stream);
+    case DSWA_F16: return dswa_launch_entry((const void *)dswa_fwd_f16, "dswa_fwd_f16", a, batch, heads, q, k, v, out, stream);
+    case DSWA_BF16: return dswa_launch_entry((const void *)dswa_fwd_bf16, "dswa_fwd_bf16", a, batch, heads, q, k, v, out, stream);
+    }
+    return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "dtype = %d: unknown", (int)dtype);
+}
