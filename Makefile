@@ -100,3 +100,23 @@ install: all
 
 clean:
 	rm -rf $(BUILD)
+
+# ==== fuzz: the PTX reader of `dswa ptx-fit` (src/ptx_fit.c) ==================================
+# `make fuzz [FUZZ_SECONDS=120]` builds fuzz/ptx_fit_fuzz.c with clang's libFuzzer,
+# AddressSanitizer and UndefinedBehaviorSanitizer (any report aborts) and runs it for
+# FUZZ_SECONDS, seeded with tests/fixtures and a PTX dictionary. The corpus grows in
+# $(BUILD)/fuzz/corpus; a crashing input lands in $(BUILD)/fuzz/ (keep it as
+# tests/fixtures/fuzz-<what>.ptx: test_ptx_fit replays those). Debian: apt-get install clang
+# (with libclang-rt-14-dev where clang's runtime is a separate package).
+FUZZ_SECONDS ?= 120
+FUZZ_CC      ?= clang
+.PHONY: fuzz
+fuzz:
+	mkdir -p $(BUILD)/fuzz/corpus
+	$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	    -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Iinclude -Isrc \
+	    -D_POSIX_C_SOURCE=200809L fuzz/ptx_fit_fuzz.c src/ptx_fit.c -o $(BUILD)/fuzz/ptx_fit_fuzz
+	$(BUILD)/fuzz/ptx_fit_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 \
+	    -rss_limit_mb=2048 -dict=fuzz/ptx.dict -artifact_prefix=$(BUILD)/fuzz/ -print_final_stats=1 \
+	    $(BUILD)/fuzz/corpus tests/fixtures
+# ==== end of fuzz ================================================================================

@@ -36,6 +36,9 @@
 #define BAND_NT ((16 + DSWA_BAND_MAX_SPAN) / 8)    /* 8-key tiles of one warp's band: 8 */
 #define BAND_BUFS 3
 #define BAND_LOADS (BAND_ROWS * 8 / DSWA_THREADS)  /* 16-byte copies per thread per phase: 7 */
+#ifndef BAND_STRIP
+#define BAND_STRIP 1 /* consecutive 64-query tiles per block */
+#endif
 #ifndef BAND_F32_MIN_BLOCKS
 #define BAND_F32_MIN_BLOCKS 4 /* blocks per SM the f32 entry is register-limited to */
 #endif
@@ -53,14 +56,14 @@ typedef uint4 band_buf[BAND_ROWS][8]; /* 16-byte chunks, swizzled per row */
 
 template <typename T> struct band_ctx {
     const T *q, *k, *v; /* at (b, h) */
-    int n, kstart, nkeys;
+    int n, nkeys;
     int q_sn, q_sp, k_sn, k_sp, v_sn, v_sp;
 };
 
 /* Copies phase ph's rows [kstart, kstart + nkeys) into buf; rows outside it or outside the
    sequence are zero-filled (a stale NaN must never meet a zero probability). */
 template <typename T>
-__device__ __forceinline__ void band_load(band_buf &buf, const band_ctx<T> &c, int ph) {
+__device__ __forceinline__ void band_load(band_buf &buf, const band_ctx<T> &c, int kstart, int ph) {
     typedef band_phases<T> P;
     const int p = P::pair(ph), isv = P::is_v(ph), col = P::half(ph) * 32; /* elements */
     const T *base = isv ? c.v + (int64_t)p * c.v_sp : c.k + (int64_t)p * c.k_sp;
@@ -68,7 +71,7 @@ __device__ __forceinline__ void band_load(band_buf &buf, const band_ctx<T> &c, i
 #pragma unroll
     for (int it = 0; it < BAND_LOADS; it++) {
         const int idx = threadIdx.x + DSWA_THREADS * it, r = idx >> 3, u = idx & 7;
-        const int j = c.kstart + r;
+        const int j = kstart + r;
         const bool ok = r < c.nkeys && j >= 0 && j < c.n;
         const T *src = ok ? base + (int64_t)j * sn + col + u * (16 / (int)sizeof(T)) : base;
         dswa_cp_async16(&buf[r][u ^ dswa_swz<T>(r)], src, ok);
@@ -102,6 +105,18 @@ __device__ __forceinline__ void band_load_q(uint32_t qa[2][8], const band_ctx<T>
                 qa[rr][4 * x + 2] = w.z; qa[rr][4 * x + 3] = w.w;
             }
         }
+    }
+}
+
+/* Pulls pair p's Q rows of this warp (16 rows) into L1 ahead of use, so the register loads in
+   band_load_q hit L1 instead of exposing a DRAM latency between two phases. */
+template <typename T>
+__device__ __forceinline__ void band_prefetch_q(const band_ctx<T> &c, int p, int i16) {
+    const int lane = threadIdx.x & 31, lines = 16 * 64 * (int)sizeof(T) / 128; /* 32 or 16 */
+    if (lane < lines) {
+        const int r = lane / (lines / 16), i = i16 + r;
+        const T *a = c.q + (int64_t)p * c.q_sp + (int64_t)i * c.q_sn + (lane % (lines / 16)) * (128 / (int)sizeof(T));
+        if (i < c.n) asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
     }
 }
 
@@ -233,60 +248,72 @@ __device__ __forceinline__ void dswa_fwd_band(const T *__restrict__ q, const T *
     typedef band_phases<T> P;
     __shared__ __align__(128) band_buf ring[BAND_BUFS];
     const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
-    const int h = blockIdx.y, b = blockIdx.z, i0 = blockIdx.x * DSWA_TILE, span = wl + wr;
+    const int h = blockIdx.y, b = blockIdx.z, span = wl + wr;
     band_ctx<T> c;
     c.q = q + (int64_t)b * q_sb + (int64_t)h * q_sh;
     c.k = k + (int64_t)b * k_sb + (int64_t)h * k_sh;
     c.v = v + (int64_t)b * v_sb + (int64_t)h * v_sh;
     c.n = n;
-    c.kstart = i0 - wl;
     c.nkeys = DSWA_TILE + span;
     c.q_sn = q_sn; c.q_sp = q_sp; c.k_sn = k_sn; c.k_sp = k_sp; c.v_sn = v_sn; c.v_sp = v_sp;
-    const int iq = i0 + 16 * warp + g;      /* this thread's rows: iq and iq + 8 */
-    const int ntw = (16 + span + 7) / 8;    /* 8-key tiles in a warp's band */
+    const int ntw = (16 + span + 7) / 8; /* 8-key tiles in a warp's band */
     const float scale = __int_as_float(scale_bits), lambda = __int_as_float(lambda_bits);
     const float qscale = scale * 1.4426950408889634f; /* exp(x) = exp2(x log2 e) */
+    /* The block walks BAND_STRIP consecutive 64-query tiles; the phase ring runs on across
+       tiles, so the next tile's first phases load while this tile's last ones compute. */
+    const int tile0 = blockIdx.x * BAND_STRIP, ntiles = (n + DSWA_TILE - 1) / DSWA_TILE;
+    const int tcount = min(BAND_STRIP, ntiles - tile0);
 
-    band_load<T>(ring[0], c, 0);
+    band_load<T>(ring[0], c, tile0 * DSWA_TILE - wl, 0);
     dswa_cp_async_commit();
-    band_load<T>(ring[1], c, 1);
+    band_load<T>(ring[1], c, tile0 * DSWA_TILE - wl, 1);
     dswa_cp_async_commit();
 
     uint32_t qa[2][8];
     float s[BAND_NT][4], acc[8][4];
-#pragma unroll
-    for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-    band_load_q<T>(qa, c, 0, iq, qscale);
+    band_load_q<T>(qa, c, 0, tile0 * DSWA_TILE + 16 * warp + g, qscale);
 
+    for (int t = 0; t < tcount; t++) {
+        const int i0 = (tile0 + t) * DSWA_TILE, kstart = i0 - wl;
+        const int iq = i0 + 16 * warp + g; /* this thread's rows: iq and iq + 8 */
+        const bool more = t + 1 < tcount;
 #pragma unroll
-    for (int ph = 0; ph < P::N; ph++) {
-        dswa_cp_async_wait<1>();
-        __syncthreads(); /* phase ph visible to all; everyone is done with phase ph - 1 */
-        if (ph + 2 < P::N) band_load<T>(ring[(ph + 2) % BAND_BUFS], c, ph + 2);
-        dswa_cp_async_commit();
-        const band_buf &buf = ring[ph % BAND_BUFS];
-        if (!P::is_v(ph)) {
-            if (P::half(ph) == 0)
+        for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
 #pragma unroll
-                for (int ln = 0; ln < BAND_NT; ln++) s[ln][0] = s[ln][1] = s[ln][2] = s[ln][3] = 0.f;
-            band_scores<T>(s, buf, qa, warp, ntw);
-            if (P::half(ph) == P::HALVES - 1)
-                band_softmax<T>(s, warp, ntw, span, c.kstart, n, qscale, P::pair(ph) ? -lambda : 1.f);
-            else
-                band_load_q<T>(qa, c, ph + 1, iq, qscale); /* the next K phase's Q */
-        } else {
-            band_pv<T>(acc, buf, s, warp, ntw, P::half(ph));
-            if (P::pair(ph) == 0 && P::half(ph) == P::HALVES - 1)
-                band_load_q<T>(qa, c, ph + 1, iq, qscale); /* pair 1's first K phase */
+        for (int ph = 0; ph < P::N; ph++) {
+            dswa_cp_async_wait<1>();
+            __syncthreads(); /* phase ph visible to all; everyone is done with phase ph - 1 */
+            const int slot = (t * P::N + ph + 2) % BAND_BUFS;
+            if (ph + 2 < P::N) band_load<T>(ring[slot], c, kstart, ph + 2);
+            else if (more) band_load<T>(ring[slot], c, kstart + DSWA_TILE, ph + 2 - P::N);
+            dswa_cp_async_commit();
+            const band_buf &buf = ring[(t * P::N + ph) % BAND_BUFS];
+            if (!P::is_v(ph)) {
+                if (P::half(ph) == 0)
+#pragma unroll
+                    for (int ln = 0; ln < BAND_NT; ln++) s[ln][0] = s[ln][1] = s[ln][2] = s[ln][3] = 0.f;
+                band_scores<T>(s, buf, qa, warp, ntw);
+                if (P::half(ph) == P::HALVES - 1)
+                    band_softmax<T>(s, warp, ntw, span, kstart, n, qscale, P::pair(ph) ? -lambda : 1.f);
+                else
+                    band_load_q<T>(qa, c, ph + 1, iq, qscale); /* the next K phase's Q (L1) */
+            } else {
+                if (P::half(ph) == 0) /* the next pair's Q into L1: this tile's pair 1, or the next tile's pair 0 */
+                    band_prefetch_q<T>(c, 1 - P::pair(ph), P::pair(ph) ? iq - g + DSWA_TILE : iq - g);
+                band_pv<T>(acc, buf, s, warp, ntw, P::half(ph));
+                if (P::half(ph) == P::HALVES - 1) {
+                    if (P::pair(ph) == 0) band_load_q<T>(qa, c, ph + 1, iq, qscale);
+                    else if (more) band_load_q<T>(qa, c, 0, iq + DSWA_TILE, qscale);
+                }
+            }
         }
+        T *orow0 = out + (int64_t)b * o_sb + (int64_t)h * o_sh;
+        const bool finite = dswa_store_rows<T>(orow0, o_sn, iq, n, acc);
+        if (__any_sync(0xffffffffu, !finite))
+            dswa_exact_rows<T>(q, k, v, out, n, wl, wr, scale, lambda, b, h, i0 + 16 * warp, q_sb,
+                               q_sn, q_sp, q_sh, k_sb, k_sn, k_sp, k_sh, v_sb, v_sn, v_sp, v_sh,
+                               o_sb, o_sn, o_sh);
     }
-
-    T *orow0 = out + (int64_t)b * o_sb + (int64_t)h * o_sh;
-    const bool finite = dswa_store_rows<T>(orow0, o_sn, iq, n, acc);
-    if (__any_sync(0xffffffffu, !finite))
-        dswa_exact_rows<T>(q, k, v, out, n, wl, wr, scale, lambda, b, h, i0 + 16 * warp, q_sb,
-                           q_sn, q_sp, q_sh, k_sb, k_sn, k_sp, k_sh, v_sb, v_sn, v_sp, v_sh,
-                           o_sb, o_sn, o_sh);
 }
 
 DSWA_ENTRY(dswa_fwd_f32_tf32, float, dswa_fwd_band, BAND_F32_MIN_BLOCKS)
@@ -298,9 +325,9 @@ extern "C" dswa_status dswa_launch_band(dswa_dtype dtype, const dswa_kargs *a, i
                                         int heads, const void *q, const void *k, const void *v,
                                         void *out, cudaStream_t stream) {
     switch (dtype) {
-    case DSWA_F32: return dswa_launch_entry((const void *)dswa_fwd_f32_tf32, "dswa_fwd_f32_tf32", a, batch, heads, q, k, v, out, stream);
-    case DSWA_F16: return dswa_launch_entry((const void *)dswa_fwd_f16, "dswa_fwd_f16", a, batch, heads, q, k, v, out, stream);
-    case DSWA_BF16: return dswa_launch_entry((const void *)dswa_fwd_bf16, "dswa_fwd_bf16", a, batch, heads, q, k, v, out, stream);
+    case DSWA_F32: return dswa_launch_entry((const void *)dswa_fwd_f32_tf32, "dswa_fwd_f32_tf32", a, BAND_STRIP, batch, heads, q, k, v, out, stream);
+    case DSWA_F16: return dswa_launch_entry((const void *)dswa_fwd_f16, "dswa_fwd_f16", a, BAND_STRIP, batch, heads, q, k, v, out, stream);
+    case DSWA_BF16: return dswa_launch_entry((const void *)dswa_fwd_bf16, "dswa_fwd_bf16", a, BAND_STRIP, batch, heads, q, k, v, out, stream);
     }
     return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "dtype = %d: unknown", (int)dtype);
 }

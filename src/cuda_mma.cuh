@@ -7,7 +7,7 @@
 
 /* Round K/V to TF32 (1) or let the tensor core truncate their low mantissa bits (0). */
 #ifndef DSWA_KV_CVT
-#define DSWA_KV_CVT 1
+#define DSWA_KV_CVT 0
 #endif
 
 
@@ -138,10 +138,11 @@ typedef void (*dswa_kernel_fn)(const void *, const void *, const void *, int, in
 /* Launches `kernel` with the library's arguments: what the library runs is exactly the entry
    TensorRT would run. */
 static inline dswa_status dswa_launch_entry(const void *kernel, const char *name,
-                                            const dswa_kargs *a, int batch, int heads,
+                                            const dswa_kargs *a, int strip, int batch, int heads,
                                             const void *q, const void *k, const void *v,
                                             void *out, cudaStream_t stream) {
-    const dim3 grid((unsigned)((a->n + DSWA_TILE - 1) / DSWA_TILE), (unsigned)heads, (unsigned)batch);
+    const int tiles = (a->n + DSWA_TILE - 1) / DSWA_TILE;
+    const dim3 grid((unsigned)((tiles + strip - 1) / strip), (unsigned)heads, (unsigned)batch);
     void *args[24] = {(void *)&q, (void *)&k, (void *)&v, (void *)&a->n, (void *)&a->wl,
                       (void *)&a->wr, (void *)&a->scale_bits, (void *)&a->lambda_bits,
                       (void *)&a->q[0], (void *)&a->q[1], (void *)&a->q[2], (void *)&a->q[3],

@@ -327,7 +327,11 @@ static void pf_put_excerpt(pf_buf *b, const char *in, size_t s, size_t e) {
     for (size_t i = s; i < e; i++, k++) {
         if (k == 160) { pf_puts(b, "..."); break; }
         unsigned char ch = (unsigned char)in[i];
-        char o = (ch == '\t') ? ' ' : (ch < 0x20 || ch >= 0x7f) ? '?' : (char)ch;
+        if (ch == '\t' || ch == ' ') {        /* one blank for a run of them */
+            if (i > s && (in[i - 1] == ' ' || in[i - 1] == '\t')) { k--; continue; }
+            ch = ' ';
+        }
+        char o = (ch < 0x20 || ch >= 0x7f) ? '?' : (char)ch;
         pf_putn(b, &o, 1);
     }
 }
@@ -683,8 +687,11 @@ static void pf_shared_decl(const char *c, size_t n, size_t off, uint64_t *bytes,
     pf_span name = {0, 0};
     for (;;) {
         pf_tok t = pf_next(&L);
+        /* A declaration also ends where another could begin, so that the scans of the
+           declarations of a module never overlap: linear time on any text. */
         int end = t.kind == PF_EOF || pf_punct(c, t, ';') || pf_punct(c, t, '{') ||
-                  pf_punct(c, t, '}') || pf_punct(c, t, '=');
+                  pf_punct(c, t, '}') || pf_punct(c, t, '=') || pf_is(c, t, ".shared") ||
+                  pf_is(c, t, ".entry") || pf_is(c, t, ".func");
         if (end || pf_punct(c, t, ',') || (t.kind == PF_WORD && have_name &&
                                             pf_ident_start((unsigned char)c[t.s]))) {
             if (have_name) {
@@ -886,6 +893,32 @@ static char *pf_signature(const pf_module *m, const pf_func *f) {
     return pf_take(&b);
 }
 
+/* When the rest of the line from `i` (before `limit`) holds only blanks and comments that end
+   on it, the offset of its line break; else PF_NONE. Read on the original text, so that a cut
+   there can never fall inside a block comment. `i` must be outside any comment. */
+static size_t pf_line_tail(const char *in, size_t i, size_t limit) {
+    while (i < limit) {
+        if (in[i] == '\n') return i;
+        if (pf_space((unsigned char)in[i])) { i++; continue; }
+        if (in[i] == '/' && i + 1 < limit && in[i + 1] == '/') {
+            while (i < limit && in[i] != '\n') i++;
+            continue;
+        }
+        if (in[i] == '/' && i + 1 < limit && in[i + 1] == '*') {
+            i += 2;
+            while (i + 1 < limit && !(in[i] == '*' && in[i + 1] == '/')) {
+                if (in[i] == '\n') return PF_NONE;
+                i++;
+            }
+            if (i + 1 >= limit) return PF_NONE;
+            i += 2;
+            continue;
+        }
+        return PF_NONE;
+    }
+    return PF_NONE;
+}
+
 /* ---- the fit ------------------------------------------------------------------------- */
 typedef struct pf_edit {
     size_t off, del;
@@ -1053,7 +1086,7 @@ dswa_ptx_fit_status dswa_ptx_fit(const char *in, size_t len, const dswa_ptx_fit_
     st = pf_pick_entry(&m, o->entry, &fi, r);
     if (st != DSWA_PTX_FIT_OK) goto done;
     const pf_func *f = &m.f[fi];
-    const pf_param *P = m.p + f->p0;
+    const pf_param *P = m.p ? m.p + f->p0 : NULL; /* NULL: no parameter in the module */
     if ((size_t)o->keep > f->np) {
         st = pf_fail(r, NULL, 0, DSWA_PTX_FIT_BAD_INPUT, PF_NONE,
                      "--keep %d is more than the %zu parameters of entry '%.*s'", o->keep, f->np,
@@ -1158,7 +1191,7 @@ dswa_ptx_fit_status dswa_ptx_fit(const char *in, size_t len, const dswa_ptx_fit_
     char num[24], ins[40];
     snprintf(num, sizeof num, "%d", align);
     snprintf(ins, sizeof ins, ".align %d ", align);
-    ed = malloc((keep + 2) * sizeof *ed);
+    ed = malloc((keep + 3) * sizeof *ed);
     if (!ed) { st = PF_NOMEM(r); goto done; }
     size_t ne = 0;
     size_t tlen = strlen(target_after);
@@ -1176,8 +1209,24 @@ dswa_ptx_fit_status dswa_ptx_fit(const char *in, size_t len, const dswa_ptx_fit_
         }
     }
     if (keep < f->np) {
-        size_t from = keep ? P[keep - 1].text.e : f->lp + 1;
-        ed[ne++] = (pf_edit){from, P[f->np - 1].text.e - from, "", 0};
+        /* Cut from the last kept parameter to the last one, taking along a comment that ends
+           the last one's line; when the parameters stand on lines of their own, only the
+           separating comma goes from the last kept line, so its comment stays too. */
+        size_t from = keep ? P[keep - 1].text.e : f->lp + 1, to = P[f->np - 1].text.e;
+        size_t tail = pf_line_tail(in, to, f->rp);
+        if (tail != PF_NONE) to = tail;
+        size_t comma = from;
+        while (keep && comma < P[keep].text.s && c[comma] != ',') comma++;
+        /* Only when the last removed line ends in a line break: else what follows it (the
+           ')') would land after the kept line's comment. */
+        size_t eol = keep && tail != PF_NONE && comma < P[keep].text.s
+                         ? pf_line_tail(in, comma + 1, P[keep].text.s) : PF_NONE;
+        if (eol != PF_NONE) {
+            ed[ne++] = (pf_edit){comma, 1, "", 0};
+            ed[ne++] = (pf_edit){eol, to - eol, "", 0};
+        } else {
+            ed[ne++] = (pf_edit){from, to - from, "", 0};
+        }
     }
     qsort(ed, ne, sizeof *ed, pf_edit_cmp);
     size_t out_len = len;

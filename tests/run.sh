@@ -1,12 +1,18 @@
 #!/bin/sh
 # Runs each test binary; exit 0 = pass, 77 = skipped (prints why), anything else = fail.
+# Full output of each test goes to build/test-logs/NAME.log; failures print their failed
+# checks and the end of the output.
 pass=0; fail=0; skip=0; failed=""
+logs=build/test-logs; mkdir -p "$logs"
 for t in "$@"; do
     name=$(basename "$t")
-    out=$("$t" 2>&1); rc=$?
+    "$t" >"$logs/$name.log" 2>&1; rc=$?
     if [ $rc -eq 0 ]; then pass=$((pass+1)); echo "PASS  $name"
-    elif [ $rc -eq 77 ]; then skip=$((skip+1)); echo "SKIP  $name: $(printf '%s\n' "$out" | grep -i 'skipped' | head -n 1)"
-    else fail=$((fail+1)); failed="$failed $name"; echo "FAIL  $name (exit $rc)"; printf '%s\n' "$out" | tail -n 30 | sed 's/^/      /'
+    elif [ $rc -eq 77 ]; then skip=$((skip+1)); echo "SKIP  $name: $(grep -i 'skipped' "$logs/$name.log" | head -n 1)"
+    else
+        fail=$((fail+1)); failed="$failed $name"; echo "FAIL  $name (exit $rc; log $logs/$name.log)"
+        grep -E 'CHECK\(|failed|error' "$logs/$name.log" | head -n 40 | sed 's/^/      /'
+        echo "      ..."; tail -n 8 "$logs/$name.log" | sed 's/^/      /'
     fi
 done
 echo "----"

@@ -253,9 +253,9 @@ int dswa_cmd_ptx_fit(int argc, char **argv) {
     FILE *rep = (out_path && strcmp(out_path, "-")) ? stdout : stderr;
     fprintf(rep, "entry %s in %s: .version %s, target %s -> %s\n", r.entry, in_path, r.version,
             r.target_before, r.target_after);
-    fprintf(rep, "  signature before (%d parameters):\n", r.params_before);
+    fprintf(rep, "  signature before (%d parameter%s):\n", r.params_before, r.params_before == 1 ? "" : "s");
     ptxfit_print_sig(rep, r.sig_before, 4);
-    fprintf(rep, "  signature after (%d parameters):\n", r.params_after);
+    fprintf(rep, "  signature after (%d parameter%s):\n", r.params_after, r.params_after == 1 ? "" : "s");
     ptxfit_print_sig(rep, r.sig_after, 4);
     if (r.params_after < r.params_before)
         fprintf(rep, "  removed (never named by the body): %s\n", r.removed);
