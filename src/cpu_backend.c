@@ -1,16 +1,18 @@
 /* CPU backend: out[b,i,h,:] = A_0 - lambda * A_1, where A_p is softmax attention of query i
  * over its key window J(i) for pair p (the math is in include/dswa.h), in fp32 arithmetic.
  *
- * Shape. OpenMP splits (batch, head, block of QB queries) statically. A task walks the block's
- * key range in tiles of KT rows; for each tile it gathers K (transposed, d-major) and V of both
- * pairs into thread-local contiguous fp32 scratch, so strides, f16 and bf16 are dealt with in
- * one place and the hot loops see dense fp32 rows. Scores come 4 queries x 16 keys at a time
- * (the key axis is the vector axis, so no horizontal sums), softmax is online across tiles
- * (for SAME-L windows a block fits one tile, so that costs nothing), and P.V accumulates over
- * D in registers. Both pairs are kept per query and subtracted at the end.
+ * Shape. OpenMP splits (batch, block of QB queries, head) statically. A task gathers its
+ * queries and walks their key range in tiles of KT rows, converting everything into
+ * thread-local fp32 scratch, so strides, f16 and bf16 are dealt with in one place and the hot
+ * loops see dense rows. Queries go 16 at a time with the query as the vector lane (Q is
+ * transposed once per task): the scores of a chunk form a [key][16] block, so the softmax
+ * (masked max, exp, sum) runs down columns with no horizontal reductions and no per-query
+ * loop overhead. P.V then runs per query over exactly its window, accumulating along D in
+ * registers. Softmax is online across tiles; at SAME-L a block's keys fit one tile. Both
+ * pairs are kept per query and subtracted at the end.
  *
- * NaN containment: a query reads only the V rows of its own window, and scores computed for
- * a neighbour's keys are discarded, never multiplied by zero, so a NaN in K, V or Q reaches
+ * NaN containment: a lane's masked scores are replaced by selection, never multiplied by
+ * zero, and a query reads only the V rows of its own window, so a NaN in K, V or Q reaches
  * exactly the outputs whose window contains it.
  *
  * The library is built without -march, so the task function is compiled three times
@@ -24,16 +26,15 @@
 /* Helpers must be inlined into each clone of run_task to get its instruction set. */
 #define HOT static inline __attribute__((always_inline))
 
-#define GROUP 4    /* queries per score micro-tile */
-#define LANES 16   /* keys per score micro-tile: one AVX-512 register */
+#define LANES 16   /* queries per chunk: one AVX-512 register of fp32 */
+#define KSTEP 4    /* keys per score micro-tile: 4 accumulators in flight */
 
 typedef struct cpu_plan {
     const dswa_problem *p;
     const void *q, *k, *v;
     void *out;
-    int D, Dp;             /* head_dim, and head_dim rounded up to LANES (V and acc rows) */
-    int QB, KT;            /* queries per task, key rows per tile */
-    size_t ldk;            /* row length of a transposed K tile: KT + LANES of padding */
+    int D, Dp;             /* head_dim, and head_dim rounded up to 16 (all scratch rows) */
+    int QB, KT;            /* queries per task (a multiple of LANES), key rows per tile */
     int shared_v;
     int64_t nblk, ntask;
     size_t per_thread;     /* floats of scratch per thread, a multiple of 16 */
@@ -41,42 +42,35 @@ typedef struct cpu_plan {
 
 /* One thread's scratch, carved out of a single allocation made before any output is written. */
 typedef struct cpu_scratch {
-    float *q[2];    /* QB x Dp     query rows of the block          */
-    float *acc[2];  /* QB x Dp     unnormalised sum of exp * V      */
-    float *m[2];    /* QB          running max of the scores        */
-    float *l[2];    /* QB          running sum of exp               */
-    float *kt[2];   /* Dp x ldk    K tile, transposed               */
-    float *v[2];    /* KT x Dp     V tile (v[1] == v[0] when shared) */
-    float *s[2];    /* GROUP x ldk scores of one micro-tile         */
-    float *e;       /* ldk         exp of one query's scores        */
-    float *row;     /* Dp          one output row                   */
-    float *rows;    /* 16 x Dp     K rows on their way to kt        */
+    float *qt[2];   /* QB x Dp          Q, per chunk of LANES queries as [d][lane]   */
+    float *acc[2];  /* QB x Dp          unnormalised sum of exp * V, per query       */
+    float *m[2];    /* QB               running max of the scores                    */
+    float *l[2];    /* QB               running sum of exp                           */
+    float *k[2];    /* (KT + KSTEP) x Dp  K tile rows (a micro-tile may overhang)    */
+    float *v[2];    /* KT x Dp          V tile rows (v[1] == v[0] when shared)       */
+    float *s;       /* (KT + KSTEP) x LANES  scores, then weights, of one chunk      */
+    float *rows;    /* LANES x Dp       Q rows on their way to qt; one output row    */
 } cpu_scratch;
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-static void carve(cpu_scratch *sc, const cpu_plan *P, float *base) {
+/* Lays the scratch out (base != NULL) and returns its size in floats. */
+static size_t carve(cpu_scratch *sc, const cpu_plan *P, float *base) {
     const size_t QB = (size_t)P->QB, KT = (size_t)P->KT, Dp = (size_t)P->Dp;
-    float *f = base;
-    for (int p = 0; p < 2; p++) {
-        sc->q[p] = f;   f += round16(QB * Dp);
-        sc->acc[p] = f; f += round16(QB * Dp);
-        sc->m[p] = f;   f += round16(QB);
-        sc->l[p] = f;   f += round16(QB);
-        sc->kt[p] = f;  f += round16(Dp * P->ldk);
-        sc->v[p] = f;   f += round16(KT * Dp);
-        sc->s[p] = f;   f += round16(GROUP * P->ldk);
+    const size_t sizes[12] = {QB * Dp, QB * Dp, QB, QB, (KT + KSTEP) * Dp, KT * Dp,
+                              QB * Dp, QB * Dp, QB, QB, (KT + KSTEP) * Dp, KT * Dp};
+    float **slots[12] = {&sc->qt[0], &sc->acc[0], &sc->m[0], &sc->l[0], &sc->k[0], &sc->v[0],
+                         &sc->qt[1], &sc->acc[1], &sc->m[1], &sc->l[1], &sc->k[1], &sc->v[1]};
+    size_t off = 0;
+    for (int t = 0; t < 12; t++) {
+        if (base) *slots[t] = base + off;
+        off += round16(sizes[t]);
     }
-    sc->e = f;   f += round16(P->ldk);
-    sc->row = f; f += round16(Dp);
-    sc->rows = f; f += 16 * Dp;
-}
-
-static size_t scratch_floats(const cpu_plan *P) {
-    const size_t QB = (size_t)P->QB, KT = (size_t)P->KT, Dp = (size_t)P->Dp;
-    return 2 * (round16(QB * Dp) + round16(QB * Dp) + 2 * round16(QB) + round16(Dp * P->ldk) +
-                round16(KT * Dp) + round16(GROUP * P->ldk)) +
-           round16(P->ldk) + round16(Dp) + 16 * Dp;
+    if (base) sc->s = base + off;
+    off += round16((KT + KSTEP) * LANES);
+    if (base) sc->rows = base + off;
+    off += round16(LANES * Dp);
+    return off;
 }
 
 /* ---- input and output conversion ------------------------------------------------------ */
@@ -187,114 +181,112 @@ HOT float exp_nonpos(float x) {
     y = y * r + 1.6666665459e-1f;
     y = y * r + 5.0000001201e-1f;
     y = y * r * r + r + 1.0f;
-    uint32_t kb;
-    memcpy(&kb, &ks, 4);
-    const uint32_t pb = (kb - 0x4b400000u + 127u) << 23; /* 2^k; k in [-126, 0] */
-    float pow2k;
-    memcpy(&pow2k, &pb, 4);
-    const float e = y * pow2k;
+    const uint32_t pb = (dswa_f32_to_bits(ks) - 0x4b400000u + 127u) << 23; /* 2^k, k in [-126, 0] */
+    const float e = y * dswa_bits_to_f32(pb);
     return x < -87.0f ? 0.0f : e;
 }
 
-/* Scores of GROUP consecutive queries against ncol (a multiple of LANES) consecutive keys of a
-   transposed tile: s[g][c] = scale * <q_g, k_c>. The key axis is the vector axis; the GROUP
-   accumulators stay in registers over the whole D loop. */
-HOT void scores_group(const float *q, size_t ldq, const float *kt, size_t ldk,
-                                int D, int ncol, float scale, float *s, size_t lds) {
-    const float *q0 = q, *q1 = q + ldq, *q2 = q + 2 * ldq, *q3 = q + 3 * ldq;
-    for (int c = 0; c < ncol; c += LANES) {
-        float a0[LANES], a1[LANES], a2[LANES], a3[LANES];
-        for (int l = 0; l < LANES; l++) a0[l] = a1[l] = a2[l] = a3[l] = 0.0f;
-        const float *kc = kt + c;
+/* Scores of one chunk: s[j][u] = scale * <q_u, k_j> for nk4 (a multiple of KSTEP) keys. qt
+   is the chunk's Q as [d][lane]; k holds key rows at stride ldk. Lanes are the vector axis,
+   and KSTEP keys share each load of qt[d]. Written with generic vectors (v16f) so that the
+   accumulators stay in registers whatever the surrounding code does to the allocator. */
+HOT void scores_chunk(const float *qt, const float *k, size_t ldk, int D, int nk4, float scale,
+                      float *s) {
+    for (int j = 0; j < nk4; j += KSTEP) {
+        const float *k0 = k + (size_t)j * ldk, *k1 = k0 + ldk, *k2 = k1 + ldk, *k3 = k2 + ldk;
+        v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
         for (int d = 0; d < D; d++) {
-            const float *kr = kc + (size_t)d * ldk;
-            const float x0 = q0[d], x1 = q1[d], x2 = q2[d], x3 = q3[d];
-            for (int l = 0; l < LANES; l++) {
-                const float kv = kr[l];
-                a0[l] += x0 * kv;
-                a1[l] += x1 * kv;
-                a2[l] += x2 * kv;
-                a3[l] += x3 * kv;
-            }
+            v16f qv;
+            memcpy(&qv, qt + (size_t)d * LANES, sizeof qv);
+            a0 += k0[d] * qv;
+            a1 += k1[d] * qv;
+            a2 += k2[d] * qv;
+            a3 += k3[d] * qv;
         }
-        for (int l = 0; l < LANES; l++) {
-            s[c + l] = a0[l] * scale;
-            s[lds + c + l] = a1[l] * scale;
-            s[2 * lds + c + l] = a2[l] * scale;
-            s[3 * lds + c + l] = a3[l] * scale;
-        }
+        a0 *= scale; a1 *= scale; a2 *= scale; a3 *= scale;
+        float *sj = s + (size_t)j * LANES;
+        memcpy(sj, &a0, sizeof a0);
+        memcpy(sj + LANES, &a1, sizeof a1);
+        memcpy(sj + 2 * LANES, &a2, sizeof a2);
+        memcpy(sj + 3 * LANES, &a3, sizeof a3);
     }
 }
 
-/* acc[0:Dp] += sum_j e[j] * V[j, 0:Dp] over n rows. 64 columns at a time keep four
+/* Online-softmax step of one chunk over nk keys: lane u sees keys lo[u]..hi[u] (empty when
+   lo > hi). Turns s into the unnormalised weights exp(s - m_new) (0 outside the window),
+   updates the running max m and sum l, and returns in alpha the factor by which the lane's
+   earlier accumulator must be rescaled (1 when nothing changes). Masking is by selection,
+   so a neighbour's NaN score cannot leak into a lane; a NaN inside the window is skipped by
+   the max and then makes the lane's exp, sum and output NaN, as it must. */
+HOT void softmax_chunk(float *s, int nk, const int32_t *lo, const int32_t *hi, float *m,
+                       float *l, float *alpha) {
+    float mt[LANES], mn[LANES], sum[LANES];
+    for (int u = 0; u < LANES; u++) mt[u] = -INFINITY;
+    for (int j = 0; j < nk; j++)
+        for (int u = 0; u < LANES; u++) {
+            const float x = (j >= lo[u]) & (j <= hi[u]) ? s[(size_t)j * LANES + u] : -INFINITY;
+            mt[u] = x > mt[u] ? x : mt[u];
+        }
+    for (int u = 0; u < LANES; u++) {
+        mn[u] = mt[u] > m[u] ? mt[u] : m[u];
+        sum[u] = 0.0f;
+    }
+    for (int j = 0; j < nk; j++)
+        for (int u = 0; u < LANES; u++) {
+            const float x = exp_nonpos(s[(size_t)j * LANES + u] - mn[u]);
+            const float y = (j >= lo[u]) & (j <= hi[u]) ? x : 0.0f;
+            s[(size_t)j * LANES + u] = y;
+            sum[u] += y;
+        }
+    /* With m = -inf nothing was accumulated before (or it is NaN already and must stay so),
+       so no rescale is needed. */
+    for (int u = 0; u < LANES; u++) {
+        const int rescale = (mn[u] > m[u]) & (m[u] != -INFINITY);
+        alpha[u] = rescale ? exp_nonpos(m[u] - mn[u]) : 1.0f;
+        l[u] = l[u] * alpha[u] + sum[u];
+        m[u] = mn[u];
+    }
+}
+
+/* acc[0:Dp] += sum_j e[j * es] * V[j, 0:Dp] over n rows. 64 columns at a time keep four
    independent register accumulators in flight; Dp is a multiple of 16. */
-HOT void pv_row(float *acc, const float *e, const float *v, size_t ldv, int n,
-                          int Dp) {
+HOT void pv_row(float *acc, const float *e, size_t es, const float *v, size_t ldv, int n,
+                int Dp) {
     int dc = 0;
     for (; dc + 64 <= Dp; dc += 64) {
-        float a[64];
-        for (int l = 0; l < 64; l++) a[l] = acc[dc + l];
+        v16f a0, a1, a2, a3;
+        memcpy(&a0, acc + dc, sizeof a0);
+        memcpy(&a1, acc + dc + 16, sizeof a1);
+        memcpy(&a2, acc + dc + 32, sizeof a2);
+        memcpy(&a3, acc + dc + 48, sizeof a3);
         for (int j = 0; j < n; j++) {
-            const float w = e[j];
+            const float w = e[(size_t)j * es];
             const float *vr = v + (size_t)j * ldv + dc;
-            for (int l = 0; l < 64; l++) a[l] += w * vr[l];
+            v16f x0, x1, x2, x3;
+            memcpy(&x0, vr, sizeof x0);
+            memcpy(&x1, vr + 16, sizeof x1);
+            memcpy(&x2, vr + 32, sizeof x2);
+            memcpy(&x3, vr + 48, sizeof x3);
+            a0 += w * x0;
+            a1 += w * x1;
+            a2 += w * x2;
+            a3 += w * x3;
         }
-        for (int l = 0; l < 64; l++) acc[dc + l] = a[l];
+        memcpy(acc + dc, &a0, sizeof a0);
+        memcpy(acc + dc + 16, &a1, sizeof a1);
+        memcpy(acc + dc + 32, &a2, sizeof a2);
+        memcpy(acc + dc + 48, &a3, sizeof a3);
     }
     for (; dc < Dp; dc += 16) {
-        float a[16];
-        for (int l = 0; l < 16; l++) a[l] = acc[dc + l];
+        v16f a;
+        memcpy(&a, acc + dc, sizeof a);
         for (int j = 0; j < n; j++) {
-            const float w = e[j];
-            const float *vr = v + (size_t)j * ldv + dc;
-            for (int l = 0; l < 16; l++) a[l] += w * vr[l];
+            v16f x;
+            memcpy(&x, v + (size_t)j * ldv + dc, sizeof x);
+            a += e[(size_t)j * es] * x;
         }
-        for (int l = 0; l < 16; l++) acc[dc + l] = a[l];
+        memcpy(acc + dc, &a, sizeof a);
     }
-}
-
-/* Online-softmax update of one query (running max *m, sum *l, accumulator acc) with the
-   scores s[lo..hi] of one tile against V rows v (row 0 = key lo). The max and the exps run
-   over whole LANES-wide chunks with the columns outside [lo, hi] masked, so the loops have a
-   fixed shape and vectorize; the masked columns hold a neighbour's (or stale) scores and
-   never reach a result. P.V then reads only the rows lo..hi. */
-HOT void softmax_pv(const float *s, int lo, int hi, const float *v, size_t ldv, int Dp,
-                    float *e, float *m, float *l, float *acc) {
-    const int c0 = lo & ~(LANES - 1);
-    const unsigned span = (unsigned)(hi - lo);
-    float mv[LANES];
-    for (int u = 0; u < LANES; u++) mv[u] = -INFINITY;
-    for (int c = c0; c <= hi; c += LANES)
-        for (int u = 0; u < LANES; u++) {
-            const float x = (unsigned)(c + u - lo) <= span ? s[c + u] : -INFINITY;
-            mv[u] = x > mv[u] ? x : mv[u]; /* a NaN score is skipped here... */
-        }
-    for (int w = LANES / 2; w > 0; w /= 2)
-        for (int u = 0; u < w; u++) mv[u] = mv[u + w] > mv[u] ? mv[u + w] : mv[u];
-    const float m_old = *m, m_new = mv[0] > m_old ? mv[0] : m_old;
-
-    float sv[LANES];
-    for (int u = 0; u < LANES; u++) sv[u] = 0.0f;
-    for (int c = c0; c <= hi; c += LANES)
-        for (int u = 0; u < LANES; u++) {
-            const float x = exp_nonpos(s[c + u] - m_new); /* ...and becomes NaN here */
-            const float y = (unsigned)(c + u - lo) <= span ? x : 0.0f;
-            e[c + u] = y;
-            sv[u] += y;
-        }
-    for (int w = LANES / 2; w > 0; w /= 2)
-        for (int u = 0; u < w; u++) sv[u] += sv[u + w];
-
-    /* Rescale earlier tiles' contribution. With m_old = -inf nothing was added before
-       (or it was already NaN, which must stay NaN), so skipping is exact. */
-    if (m_new > m_old && m_old != -INFINITY) {
-        const float alpha = exp_nonpos(m_old - m_new);
-        for (int d = 0; d < Dp; d++) acc[d] *= alpha;
-        *l *= alpha;
-    }
-    *l += sv[0];
-    *m = m_new;
-    pv_row(acc, e + lo, v, ldv, hi - lo + 1, Dp);
 }
 
 /* ---- one task: batch b, head h, queries [i0, i0 + nq) ---------------------------------- */
@@ -357,7 +349,7 @@ static void run_task(const cpu_plan *P, float *mem, int64_t task) {
     const dswa_problem *p = P->p;
     const dswa_dtype dt = p->dtype;
     const int D = P->D, Dp = P->Dp;
-    const size_t ldk = P->ldk, Dpz = (size_t)Dp;
+    const size_t Dpz = (size_t)Dp;
     cpu_scratch sc;
     carve(&sc, P, mem);
 
@@ -373,67 +365,73 @@ static void run_task(const cpu_plan *P, float *mem, int64_t task) {
 
     for (int pr = 0; pr < 2; pr++) {
         const int64_t qoff = b * p->q.batch + pr * p->q.pair + h * p->q.head;
-        for (int r = 0; r < nq; r++)
-            load_row(sc.q[pr] + (size_t)r * Dpz, P->q, qoff + (i0 + r) * p->q.seq, p->q.dim, D,
-                     Dp, dt);
+        for (int c0 = 0; c0 < nq; c0 += LANES) {
+            /* Rows past nq keep stale data: they are lanes whose results are never used. */
+            const int nr = nq - c0 < LANES ? nq - c0 : LANES;
+            for (int r = 0; r < nr; r++)
+                load_row(sc.rows + (size_t)r * Dpz, P->q, qoff + (i0 + c0 + r) * p->q.seq,
+                         p->q.dim, D, Dp, dt);
+            float *qt = sc.qt[pr] + (size_t)c0 * Dpz;
+            for (int d0 = 0; d0 < Dp; d0 += 16)
+                transpose16(sc.rows + d0, Dpz, qt + (size_t)d0 * LANES, LANES);
+        }
         memset(sc.acc[pr], 0, (size_t)nq * Dpz * sizeof(float));
-        for (int r = 0; r < nq; r++) { sc.m[pr][r] = -INFINITY; sc.l[pr][r] = 0.0f; }
+        for (int r = 0; r < P->QB; r++) { sc.m[pr][r] = -INFINITY; sc.l[pr][r] = 0.0f; }
     }
 
     const int64_t klo = win_lo(p, i0), khi = win_hi(p, i0 + nq - 1);
     for (int64_t t0 = klo; t0 <= khi; t0 += P->KT) {
         const int64_t t1 = t0 + P->KT - 1 < khi ? t0 + P->KT - 1 : khi; /* inclusive */
         const int nt = (int)(t1 - t0 + 1);
-
-        /* Gather the tile: K transposed (d-major, so keys are contiguous for the scores),
-           V row-major with zero padding up to Dp. */
         for (int pr = 0; pr < 2; pr++) {
             const int64_t koff = b * p->k.batch + pr * p->k.pair + h * p->k.head;
-            float *kt = sc.kt[pr];
-            for (int r0 = 0; r0 < nt; r0 += 16) {
-                /* Rows past nt keep stale data; they land in columns no score reads. */
-                const int nr = nt - r0 < 16 ? nt - r0 : 16;
-                for (int r = 0; r < nr; r++)
-                    load_row(sc.rows + (size_t)r * Dpz, P->k, koff + (t0 + r0 + r) * p->k.seq,
-                             p->k.dim, D, Dp, dt);
-                for (int d0 = 0; d0 < Dp; d0 += 16)
-                    transpose16(sc.rows + d0, Dpz, kt + (size_t)d0 * ldk + (size_t)r0, ldk);
-            }
+            for (int r = 0; r < nt; r++)
+                load_row(sc.k[pr] + (size_t)r * Dpz, P->k, koff + (t0 + r) * p->k.seq, p->k.dim,
+                         D, Dp, dt);
         }
         for (int pr = 0; pr < npair_v; pr++) {
             const int64_t voff = b * p->v.batch + pr * p->v.pair + h * p->v.head;
-            for (int r = 0; r < nt; r++) {
+            for (int r = 0; r < nt; r++)
                 load_row(sc.v[pr] + (size_t)r * Dpz, P->v, voff + (t0 + r) * p->v.seq, p->v.dim,
                          D, Dp, dt);
-            }
         }
         const float *vt[2] = {sc.v[0], sc.v[npair_v - 1]};
 
-        for (int g0 = 0; g0 < nq; g0 += GROUP) {
-            const int ng = nq - g0 < GROUP ? nq - g0 : GROUP;
-            const int64_t ia = i0 + g0;
-            int64_t ua = win_lo(p, ia), ub = win_hi(p, ia + ng - 1);
+        for (int c0 = 0; c0 < nq; c0 += LANES) {
+            const int nv = nq - c0 < LANES ? nq - c0 : LANES;
+            const int64_t first = i0 + c0;
+            int64_t ua = win_lo(p, first), ub = win_hi(p, first + nv - 1);
             if (ua < t0) ua = t0;
             if (ub > t1) ub = t1;
-            if (ua > ub) continue;                 /* this tile is outside all GROUP windows */
-            const int c0 = (int)(ua - t0);
-            const int ncol = (int)round16((size_t)(ub - ua + 1));
-            /* Rows g >= ng of the Q block hold stale (finite or not) data whose scores are
-               never read; the columns past the tile hold stale keys, likewise never read. */
-            for (int pr = 0; pr < 2; pr++)
-                scores_group(sc.q[pr] + (size_t)g0 * Dpz, Dpz, sc.kt[pr] + c0, ldk, D, ncol,
-                             p->scale, sc.s[pr], ldk);
-            for (int g = 0; g < ng; g++) {
-                const int64_t i = ia + g;
-                int64_t a = win_lo(p, i), z = win_hi(p, i);
-                if (a < t0) a = t0;
-                if (z > t1) z = t1;
-                if (a > z) continue;
-                const int qi = g0 + g;
-                for (int pr = 0; pr < 2; pr++)
-                    softmax_pv(sc.s[pr] + (size_t)g * ldk, (int)(a - ua), (int)(z - ua),
-                               vt[pr] + (size_t)(a - t0) * Dpz, Dpz, Dp, sc.e,
-                               &sc.m[pr][qi], &sc.l[pr][qi], sc.acc[pr] + (size_t)qi * Dpz);
+            if (ua > ub) continue;                /* this tile misses every window here */
+            /* Each lane's window, relative to key ua; unused lanes get an empty one. */
+            int32_t lo[LANES], hi[LANES];
+            for (int u = 0; u < LANES; u++) {
+                int64_t a = 1, z = 0;
+                if (u < nv) {
+                    a = win_lo(p, first + u) - ua;
+                    z = win_hi(p, first + u) - ua;
+                    if (a < t0 - ua) a = t0 - ua;
+                    if (z > ub - ua) z = ub - ua;
+                }
+                lo[u] = (int32_t)a;
+                hi[u] = (int32_t)z;
+            }
+            const int nk = (int)(ub - ua + 1), nk4 = (nk + KSTEP - 1) & ~(KSTEP - 1);
+            for (int pr = 0; pr < 2; pr++) {
+                /* Keys past the tile (up to KSTEP - 1) are stale rows whose scores are masked. */
+                scores_chunk(sc.qt[pr] + (size_t)c0 * Dpz, sc.k[pr] + (size_t)(ua - t0) * Dpz,
+                             Dpz, D, nk4, p->scale, sc.s);
+                float alpha[LANES];
+                softmax_chunk(sc.s, nk, lo, hi, sc.m[pr] + c0, sc.l[pr] + c0, alpha);
+                for (int u = 0; u < nv; u++) {
+                    if (lo[u] > hi[u]) continue;
+                    float *acc = sc.acc[pr] + (size_t)(c0 + u) * Dpz;
+                    if (alpha[u] != 1.0f)
+                        for (int d = 0; d < Dp; d++) acc[d] *= alpha[u];
+                    pv_row(acc, sc.s + (size_t)lo[u] * LANES + u, LANES,
+                           vt[pr] + (size_t)(ua - t0 + lo[u]) * Dpz, Dpz, hi[u] - lo[u] + 1, Dp);
+                }
             }
         }
     }
@@ -444,7 +442,7 @@ static void run_task(const cpu_plan *P, float *mem, int64_t task) {
     for (int r = 0; r < nq; r++) {
         const float inv0 = 1.0f / sc.l[0][r], inv1 = 1.0f / sc.l[1][r];
         const float *a0 = sc.acc[0] + (size_t)r * Dpz, *a1 = sc.acc[1] + (size_t)r * Dpz;
-        float *o = sc.row;
+        float *o = sc.rows;
         for (int d = 0; d < D; d++) o[d] = a0[d] * inv0 - lambda * (a1[d] * inv1);
         store_row(P->out, ooff + (i0 + r) * p->out.seq, p->out.dim, o, D, dt);
     }
@@ -469,26 +467,25 @@ dswa_status dswa_cpu_run(const dswa_problem *p, const void *q, const void *k, co
        at D = 64, fewer for wide heads. Blocks of 64 queries amortise the gather of the
        window's extra WL + WR rows; wide heads use smaller blocks to bound scratch. */
     int kt = 65536 / P.Dp;
-    kt = kt > 256 ? 256 : kt < LANES ? LANES : kt;
-    P.KT = kt & ~(LANES - 1);
+    kt = kt > 256 ? 256 : kt < KSTEP ? KSTEP : kt;
+    P.KT = kt;
     int qb = 16384 / P.Dp;
-    qb = qb > 64 ? 64 : qb < GROUP ? GROUP : qb;
-    qb &= ~(GROUP - 1);
+    qb = qb > 64 ? 64 : qb < LANES ? LANES : qb;
+    qb &= ~(LANES - 1);
 
     const int nthreads = omp_get_max_threads();
-    /* Keep every thread busy on small problems: shrink the block, not below 16 queries. */
-    while (qb > 16 &&
+    /* Keep every thread busy on small problems: shrink the block, not below one chunk. */
+    while (qb > LANES &&
            (int64_t)p->batch * p->heads * ((p->seq_len + qb - 1) / qb) < 4 * (int64_t)nthreads)
-        qb = (qb / 2) & ~(GROUP - 1);
+        qb = (qb / 2) & ~(LANES - 1);
     P.QB = qb;
-    P.ldk = (size_t)P.KT + LANES;
     P.nblk = (p->seq_len + P.QB - 1) / P.QB;
     P.ntask = (int64_t)p->batch * p->heads * P.nblk;
-    P.per_thread = round16(scratch_floats(&P));
+    P.per_thread = round16(carve(NULL, &P, NULL));
 
     const int team = P.ntask < nthreads ? (int)P.ntask : nthreads;
     const size_t bytes = P.per_thread * sizeof(float) * (size_t)team;
-    /* calloc: the padding columns of the K tiles and the spare Q rows start finite. */
+    /* calloc: the rows that micro-tiles overhang and the spare Q lanes start finite. */
     float *mem = (float *)calloc(1, bytes + 64);
     if (!mem)
         return dswa_fail(DSWA_ERR_OUT_OF_MEMORY,

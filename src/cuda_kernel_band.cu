@@ -79,8 +79,8 @@ __device__ __forceinline__ void band_load(band_buf &buf, const band_ctx<T> &c, i
 }
 
 /* Q fragments for K phase ph of this thread's rows i and i+8: f32 holds full-row chunks 4k + c
-   for k = 2*half, 2*half+1 (pre-multiplied by scale*log2 e, rounded to TF32); 16-bit holds
-   chunks c and 4 + c raw (scaled after the product: re-rounding Q would cost accuracy). */
+   for k = 2*half, 2*half+1 (rounded to TF32); 16-bit holds chunks c and 4 + c raw. The scale is
+   applied to the fp32 scores: folding it into Q would round Q a second time. */
 template <typename T>
 __device__ __forceinline__ void band_load_q(uint32_t qa[2][8], const band_ctx<T> &c, int ph,
                                             int i, float qscale) {
@@ -96,10 +96,10 @@ __device__ __forceinline__ void band_load_q(uint32_t qa[2][8], const band_ctx<T>
             uint4 w = make_uint4(0, 0, 0, 0);
             if (ii < c.n) w = __ldg((const uint4 *)(row + chunk * (16 / (int)sizeof(T))));
             if constexpr (sizeof(T) == 4) {
-                qa[rr][4 * x + 0] = tf32(__uint_as_float(w.x) * qscale);
-                qa[rr][4 * x + 1] = tf32(__uint_as_float(w.y) * qscale);
-                qa[rr][4 * x + 2] = tf32(__uint_as_float(w.z) * qscale);
-                qa[rr][4 * x + 3] = tf32(__uint_as_float(w.w) * qscale);
+                qa[rr][4 * x + 0] = tf32(__uint_as_float(w.x));
+                qa[rr][4 * x + 1] = tf32(__uint_as_float(w.y));
+                qa[rr][4 * x + 2] = tf32(__uint_as_float(w.z));
+                qa[rr][4 * x + 3] = tf32(__uint_as_float(w.w));
             } else {
                 qa[rr][4 * x + 0] = w.x; qa[rr][4 * x + 1] = w.y;
                 qa[rr][4 * x + 2] = w.z; qa[rr][4 * x + 3] = w.w;
@@ -162,8 +162,7 @@ __device__ __forceinline__ void band_softmax(float s[BAND_NT][4], int warp, int 
             const int t = 8 * ln + 2 * c + (e & 1); /* key index relative to the warp band */
             const int qi = g + 8 * (e >> 1), j = kstart + 16 * warp + t;
             const bool ok = ln < ntw && t >= qi && t <= qi + span && j >= 0 && j < n;
-            float x = s[ln][e];
-            if constexpr (sizeof(T) != 4) x *= qscale;
+            const float x = s[ln][e] * qscale;
             s[ln][e] = ok ? x : -INFINITY;
             mx[e >> 1] = fmaxf(mx[e >> 1], s[ln][e]);
         }

@@ -62,9 +62,8 @@ __device__ __forceinline__ void load_step(T (*st)[dswa_geom<T>::KC][DSWA_HEAD_DI
 }
 
 /* Q fragments of this thread's rows i and i+8 for pair p, as raw 16-byte chunks: f32 holds
-   chunks 4k + c (k = 0..3), 16-bit holds chunks c and 4 + c. f32 is pre-multiplied by
-   scale*log2(e) and rounded to TF32 here; 16-bit is scaled after the product instead (a second
-   16-bit rounding would cost accuracy). */
+   chunks 4k + c (k = 0..3), rounded to TF32; 16-bit holds chunks c and 4 + c. The scale is
+   applied to the fp32 scores (score_tile): folding it into Q would round Q a second time. */
 template <typename T>
 __device__ __forceinline__ void load_q(uint32_t qa[2][16], const dswa_slice<T> &sl, int p,
                                        int i, float qscale) {
@@ -79,10 +78,10 @@ __device__ __forceinline__ void load_q(uint32_t qa[2][16], const dswa_slice<T> &
             uint4 w = make_uint4(0, 0, 0, 0);
             if (ii < sl.n) w = __ldg((const uint4 *)(row + chunk * dswa_geom<T>::EPC));
             if constexpr (sizeof(T) == 4) {
-                qa[rr][4 * x + 0] = tf32(__uint_as_float(w.x) * qscale);
-                qa[rr][4 * x + 1] = tf32(__uint_as_float(w.y) * qscale);
-                qa[rr][4 * x + 2] = tf32(__uint_as_float(w.z) * qscale);
-                qa[rr][4 * x + 3] = tf32(__uint_as_float(w.w) * qscale);
+                qa[rr][4 * x + 0] = tf32(__uint_as_float(w.x));
+                qa[rr][4 * x + 1] = tf32(__uint_as_float(w.y));
+                qa[rr][4 * x + 2] = tf32(__uint_as_float(w.z));
+                qa[rr][4 * x + 3] = tf32(__uint_as_float(w.w));
             } else {
                 qa[rr][4 * x + 0] = w.x; qa[rr][4 * x + 1] = w.y;
                 qa[rr][4 * x + 2] = w.z; qa[rr][4 * x + 3] = w.w;
@@ -114,9 +113,9 @@ __device__ __forceinline__ void score_tile(float s[4], const T (*kst)[DSWA_HEAD_
             const uint32_t a[4] = {qa[0][2 * st], qa[1][2 * st], qa[0][2 * st + 1], qa[1][2 * st + 1]};
             mma16<T>(s, a, kr[2 * st], kr[2 * st + 1]);
         }
-#pragma unroll
-        for (int e = 0; e < 4; e++) s[e] *= qscale;
     }
+#pragma unroll
+    for (int e = 0; e < 4; e++) s[e] *= qscale; /* scaled after the product: no second rounding of Q */
 }
 
 /* acc += P V for the keys of tiles ln (f32: one 8-key k-step) or ln, ln+1 (16-bit: one
