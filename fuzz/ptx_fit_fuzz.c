@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     dswa_ptx_fit_opts v = {(int)((b / 9) % 4), entries[b % 5], archs[(b >> 2) % 5],
                            aligns[(b >> 4) % 5]};
     fit_twice(in, size, v);
-    dswa_ptx_fit_opts t = {5, NULL, "sm_90", 16};  /* the Triton case */
+    dswa_ptx_fit_opts t = {5, NULL, "sm_90", 16}; /* the Triton case */
     fit_twice(in, size, t);
     return 0;
 }

@@ -72,8 +72,9 @@ __device__ __forceinline__ void band_load(band_buf &buf, const band_ctx<T> &c, i
     for (int it = 0; it < BAND_LOADS; it++) {
         const int idx = threadIdx.x + DSWA_THREADS * it, r = idx >> 3, u = idx & 7;
         const int j = kstart + r;
-        const bool ok = r < c.nkeys && j >= 0 && j < c.n;
-        const T *src = ok ? base + (int64_t)j * sn + col + u * (16 / (int)sizeof(T)) : base;
+        const bool ok = r < c.nkeys && (unsigned)j < (unsigned)c.n;
+        const int jc = min(max(j, 0), c.n - 1); /* a valid address even when nothing is read */
+        const T *src = base + (int64_t)jc * sn + col + u * (16 / (int)sizeof(T));
         dswa_cp_async16(&buf[r][u ^ dswa_swz<T>(r)], src, ok);
     }
 }
@@ -82,10 +83,11 @@ __device__ __forceinline__ void band_load(band_buf &buf, const band_ctx<T> &c, i
    for k = 2*half, 2*half+1 (rounded to TF32); 16-bit holds chunks c and 4 + c raw. The scale is
    applied to the fp32 scores: folding it into Q would round Q a second time. */
 template <typename T>
-__device__ __forceinline__ void band_load_q(uint32_t qa[2][8], const band_ctx<T> &c, int ph,
+__device__ __forceinline__ void band_load_q(uint32_t qa[4][4], const band_ctx<T> &c, int ph,
                                             int i, float qscale) {
     typedef band_phases<T> P;
     const int quad = threadIdx.x & 3, p = P::pair(ph), hf = P::half(ph);
+    uint32_t w[2][8];
 #pragma unroll
     for (int rr = 0; rr < 2; rr++) {
         const int ii = i + 8 * rr;
@@ -93,18 +95,19 @@ __device__ __forceinline__ void band_load_q(uint32_t qa[2][8], const band_ctx<T>
 #pragma unroll
         for (int x = 0; x < 2; x++) {
             const int chunk = sizeof(T) == 4 ? 4 * (2 * hf + x) + quad : 4 * x + quad;
-            uint4 w = make_uint4(0, 0, 0, 0);
-            if (ii < c.n) w = __ldg((const uint4 *)(row + chunk * (16 / (int)sizeof(T))));
-            if constexpr (sizeof(T) == 4) {
-                qa[rr][4 * x + 0] = tf32(__uint_as_float(w.x));
-                qa[rr][4 * x + 1] = tf32(__uint_as_float(w.y));
-                qa[rr][4 * x + 2] = tf32(__uint_as_float(w.z));
-                qa[rr][4 * x + 3] = tf32(__uint_as_float(w.w));
-            } else {
-                qa[rr][4 * x + 0] = w.x; qa[rr][4 * x + 1] = w.y;
-                qa[rr][4 * x + 2] = w.z; qa[rr][4 * x + 3] = w.w;
-            }
+            uint4 u = make_uint4(0, 0, 0, 0);
+            if (ii < c.n) u = __ldg((const uint4 *)(row + chunk * (16 / (int)sizeof(T))));
+            w[rr][4 * x + 0] = u.x; w[rr][4 * x + 1] = u.y; w[rr][4 * x + 2] = u.z; w[rr][4 * x + 3] = u.w;
         }
+    }
+    /* k-step st takes words 2st (columns c) and 2st+1 (columns c+4 / c+8) of both rows; laid
+       out here once in mma A order so the mma loop needs no register moves. f32 rounds to TF32. */
+#pragma unroll
+    for (int st = 0; st < 4; st++) {
+        const uint32_t a[4] = {w[0][2 * st], w[1][2 * st], w[0][2 * st + 1], w[1][2 * st + 1]};
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            qa[st][e] = sizeof(T) == 4 ? tf32(__uint_as_float(a[e])) : a[e];
     }
 }
 
@@ -124,25 +127,21 @@ __device__ __forceinline__ void band_prefetch_q(const band_ctx<T> &c, int p, int
    rows 16*warp + 8*ln .. +7). */
 template <typename T>
 __device__ __forceinline__ void band_scores(float s[BAND_NT][4], const band_buf &buf,
-                                            const uint32_t qa[2][8], int warp, int ntw) {
+                                            const uint32_t qa[4][4], int warp, int ntw) {
     const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
 #pragma unroll
     for (int ln = 0; ln < BAND_NT; ln++) {
         if (ln >= ntw) continue;
         const int row = 16 * warp + 8 * ln + g, sw = dswa_swz<T>(row);
         const uint4 k0 = buf[row][c ^ sw], k1 = buf[row][(4 + c) ^ sw];
-        if constexpr (sizeof(T) == 4) {
-            mma_tf32(s[ln], qa[0][0], qa[1][0], qa[0][1], qa[1][1], tf32kv(__uint_as_float(k0.x)), tf32kv(__uint_as_float(k0.y)));
-            mma_tf32(s[ln], qa[0][2], qa[1][2], qa[0][3], qa[1][3], tf32kv(__uint_as_float(k0.z)), tf32kv(__uint_as_float(k0.w)));
-            mma_tf32(s[ln], qa[0][4], qa[1][4], qa[0][5], qa[1][5], tf32kv(__uint_as_float(k1.x)), tf32kv(__uint_as_float(k1.y)));
-            mma_tf32(s[ln], qa[0][6], qa[1][6], qa[0][7], qa[1][7], tf32kv(__uint_as_float(k1.z)), tf32kv(__uint_as_float(k1.w)));
-        } else {
-            const uint32_t kr[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
+        const uint32_t kr[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
 #pragma unroll
-            for (int st = 0; st < 4; st++) {
-                const uint32_t a[4] = {qa[0][2 * st], qa[1][2 * st], qa[0][2 * st + 1], qa[1][2 * st + 1]};
-                mma16<T>(s[ln], a, kr[2 * st], kr[2 * st + 1]);
-            }
+        for (int st = 0; st < 4; st++) {
+            if constexpr (sizeof(T) == 4)
+                mma_tf32(s[ln], qa[st][0], qa[st][1], qa[st][2], qa[st][3], tf32kv(__uint_as_float(kr[2 * st])),
+                         tf32kv(__uint_as_float(kr[2 * st + 1])));
+            else
+                mma16<T>(s[ln], qa[st], kr[2 * st], kr[2 * st + 1]);
         }
     }
 }
@@ -161,7 +160,7 @@ __device__ __forceinline__ void band_softmax(float s[BAND_NT][4], int warp, int 
         for (int e = 0; e < 4; e++) {
             const int t = 8 * ln + 2 * c + (e & 1); /* key index relative to the warp band */
             const int qi = g + 8 * (e >> 1), j = kstart + 16 * warp + t;
-            const bool ok = ln < ntw && t >= qi && t <= qi + span && j >= 0 && j < n;
+            const bool ok = ln < ntw && (unsigned)(t - qi) <= (unsigned)span && (unsigned)j < (unsigned)n;
             const float x = s[ln][e] * qscale;
             s[ln][e] = ok ? x : -INFINITY;
             mx[e >> 1] = fmaxf(mx[e >> 1], s[ln][e]);
@@ -176,7 +175,7 @@ __device__ __forceinline__ void band_softmax(float s[BAND_NT][4], int warp, int 
     for (int ln = 0; ln < BAND_NT; ln++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            s[ln][e] = exp2f(s[ln][e] - mx[e >> 1]);
+            s[ln][e] = dswa_exp2(s[ln][e] - mx[e >> 1]);
             l[e >> 1] += s[ln][e];
         }
 #pragma unroll
@@ -186,13 +185,15 @@ __device__ __forceinline__ void band_softmax(float s[BAND_NT][4], int warp, int 
         l[r] = f / l[r];
     }
 #pragma unroll
-    for (int ln = 0; ln < BAND_NT; ln++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const float x = s[ln][e] * l[e >> 1];
-            if constexpr (sizeof(T) == 4) s[ln][e] = __uint_as_float(tf32(x));
-            else s[ln][e] = x;
+    for (int ln = 0; ln < BAND_NT; ln++) {
+        const float p0 = s[ln][0] * l[0], p1 = s[ln][1] * l[0], p2 = s[ln][2] * l[1], p3 = s[ln][3] * l[1];
+        if constexpr (sizeof(T) == 4) { /* mma A order, TF32: column c <-> key 2c, c+4 <-> key 2c+1 */
+            s[ln][0] = __uint_as_float(tf32(p0)); s[ln][1] = __uint_as_float(tf32(p2));
+            s[ln][2] = __uint_as_float(tf32(p1)); s[ln][3] = __uint_as_float(tf32(p3));
+        } else {
+            s[ln][0] = p0; s[ln][1] = p1; s[ln][2] = p2; s[ln][3] = p3;
         }
+    }
 }
 
 /* acc += P V over this phase's output dims. f32: one 8-key k-step per tile; the thread reads
@@ -206,9 +207,9 @@ __device__ __forceinline__ void band_pv(float acc[8][4], const band_buf &buf,
 #pragma unroll
         for (int ln = 0; ln < BAND_NT; ln++) {
             if (ln >= ntw) continue;
-            /* column c <-> key 2c, column c+4 <-> key 2c+1 of the tile */
-            const uint32_t a0 = __float_as_uint(s[ln][0]), a1 = __float_as_uint(s[ln][2]);
-            const uint32_t a2 = __float_as_uint(s[ln][1]), a3 = __float_as_uint(s[ln][3]);
+            /* P is already in A order (band_softmax) */
+            const uint32_t a0 = __float_as_uint(s[ln][0]), a1 = __float_as_uint(s[ln][1]);
+            const uint32_t a2 = __float_as_uint(s[ln][2]), a3 = __float_as_uint(s[ln][3]);
             const int r0 = 16 * warp + 8 * ln + 2 * c;
             const uint4 x0 = buf[r0][g ^ dswa_swz<float>(r0)], x1 = buf[r0 + 1][g ^ dswa_swz<float>(r0 + 1)];
             float *o = acc[4 * hf];
@@ -268,11 +269,11 @@ __device__ __forceinline__ void dswa_fwd_band(const T *__restrict__ q, const T *
     band_load<T>(ring[1], c, tile0 * DSWA_TILE - wl, 1);
     dswa_cp_async_commit();
 
-    uint32_t qa[2][8];
+    uint32_t qa[4][4];
     float s[BAND_NT][4], acc[8][4];
     band_load_q<T>(qa, c, 0, tile0 * DSWA_TILE + 16 * warp + g, qscale);
 
-    for (int t = 0; t < tcount; t++) {
+    for (int t = 0; t < (BAND_STRIP == 1 ? 1 : tcount); t++) { /* (STRIP 1: slots are constants) */
         const int i0 = (tile0 + t) * DSWA_TILE, kstart = i0 - wl;
         const int iq = i0 + 16 * warp + g; /* this thread's rows: iq and iq + 8 */
         const bool more = t + 1 < tcount;

@@ -25,6 +25,13 @@ __device__ __forceinline__ uint32_t tf32(float x) {
     return r;
 }
 
+/* 2^x on the special-function unit; ex2.approx.ftz(-inf) = +0, which masking relies on. */
+__device__ __forceinline__ float dswa_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 __device__ __forceinline__ uint32_t tf32kv(float x) {
 #if DSWA_KV_CVT
     return tf32(x);
@@ -92,7 +99,7 @@ __device__ __forceinline__ void dswa_row_inverse(float l[2]) {
 template <typename T>
 __device__ __forceinline__ bool dswa_store_rows(T *orow0, int o_sn, int i, int n, const float acc[8][4]) {
     const int c = threadIdx.x & 3;
-    bool finite = true;
+    float nf = 0.f; /* x * 0 is NaN exactly when x is inf or NaN: one FFMA a value */
 #pragma unroll
     for (int rr = 0; rr < 2; rr++) {
         if (i + 8 * rr >= n) continue;
@@ -104,19 +111,19 @@ __device__ __forceinline__ bool dswa_store_rows(T *orow0, int o_sn, int i, int n
                 for (int e = 0; e < 2; e++) {
                     const int j0 = 4 * half, ee = 2 * rr + e;
                     const float4 x = make_float4(acc[j0][ee], acc[j0 + 1][ee], acc[j0 + 2][ee], acc[j0 + 3][ee]);
-                    finite &= isfinite(x.x) & isfinite(x.y) & isfinite(x.z) & isfinite(x.w);
+                    nf = fmaf(x.x, 0.f, fmaf(x.y, 0.f, fmaf(x.z, 0.f, fmaf(x.w, 0.f, nf))));
                     *(float4 *)((float *)row + 32 * half + 8 * c + 4 * e) = x;
                 }
         } else {
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 const float x0 = acc[j][2 * rr], x1 = acc[j][2 * rr + 1];
-                finite &= isfinite(x0) & isfinite(x1);
+                nf = fmaf(x0, 0.f, fmaf(x1, 0.f, nf));
                 *(uint32_t *)(row + 8 * j + 2 * c) = pack2<T>(x0, x1);
             }
         }
     }
-    return finite;
+    return nf == 0.f;
 }
 
 /* The kernel entries: plain C names (so the PTX entry is what TensorRT's loader is told) and

@@ -39,15 +39,24 @@ typedef struct pf_buf {
 
 static void pf_putn(pf_buf *b, const char *s, size_t n) {
     if (b->oom) return;
-    if (n > (size_t)-1 - b->n - 1) { b->oom = 1; return; }
+    if (n > (size_t)-1 - b->n - 1) {
+        b->oom = 1;
+        return;
+    }
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 64;
         while (cap < b->n + n + 1) {
-            if (cap > (size_t)-1 / 2) { cap = b->n + n + 1; break; }
+            if (cap > (size_t)-1 / 2) {
+                cap = b->n + n + 1;
+                break;
+            }
             cap *= 2;
         }
         char *nb = realloc(b->b, cap);
-        if (!nb) { b->oom = 1; return; }
+        if (!nb) {
+            b->oom = 1;
+            return;
+        }
         b->b = nb;
         b->cap = cap;
     }
@@ -62,9 +71,15 @@ static void pf_vprintf(pf_buf *b, const char *fmt, va_list ap) {
     va_copy(aq, ap);
     int k = vsnprintf(NULL, 0, fmt, aq);
     va_end(aq);
-    if (k < 0) { b->oom = 1; return; }
+    if (k < 0) {
+        b->oom = 1;
+        return;
+    }
     char *tmp = malloc((size_t)k + 1);
-    if (!tmp) { b->oom = 1; return; }
+    if (!tmp) {
+        b->oom = 1;
+        return;
+    }
     vsnprintf(tmp, (size_t)k + 1, fmt, ap);
     pf_putn(b, tmp, (size_t)k);
     free(tmp);
@@ -83,7 +98,11 @@ static void pf_printf(pf_buf *b, const char *fmt, ...) {
 /* Takes the buffer's string (an empty one when nothing was written); NULL if out of memory. */
 static char *pf_take(pf_buf *b) {
     if (!b->oom && !b->b) pf_putn(b, "", 0);
-    if (b->oom) { free(b->b); b->b = NULL; return NULL; }
+    if (b->oom) {
+        free(b->b);
+        b->b = NULL;
+        return NULL;
+    }
     char *s = b->b;
     b->b = NULL;
     b->n = b->cap = 0;
@@ -105,10 +124,14 @@ static int pf_space(unsigned char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 /* Characters of an identifier: PTX's [A-Za-z0-9_$] plus the % that starts register names. */
-static int pf_ident(unsigned char c) { return pf_alpha(c) || pf_digit(c) || c == '_' || c == '$' || c == '%'; }
+static int pf_ident(unsigned char c) {
+    return pf_alpha(c) || pf_digit(c) || c == '_' || c == '$' || c == '%';
+}
 /* Characters of a lexer word: identifiers, directives, dotted opcodes and numbers. */
 static int pf_wordc(unsigned char c) { return pf_ident(c) || c == '.'; }
-static int pf_ident_start(unsigned char c) { return pf_alpha(c) || c == '_' || c == '$' || c == '%'; }
+static int pf_ident_start(unsigned char c) {
+    return pf_alpha(c) || c == '_' || c == '$' || c == '%';
+}
 
 /* ---- comment-free copy ---------------------------------------------------------------- */
 /* Same length and line breaks as the input; comments and the insides of strings become
@@ -128,7 +151,10 @@ static char *pf_clean(const char *in, size_t n) {
                 c[i] = in[i] == '\n' ? '\n' : ' ';
                 i++;
             }
-            if (i < n) { c[i++] = ' '; c[i++] = ' '; }
+            if (i < n) {
+                c[i++] = ' ';
+                c[i++] = ' ';
+            }
         } else if (ch == '"') {
             c[i++] = '"';
             while (i < n && in[i] != '"' && in[i] != '\n') {
@@ -147,9 +173,9 @@ static char *pf_clean(const char *in, size_t n) {
 /* ---- lexer ----------------------------------------------------------------------------- */
 enum { PF_EOF = 0, PF_WORD, PF_PUNCT };
 typedef struct pf_tok {
-    size_t s, e;  /* [s, e) in the text */
+    size_t s, e; /* [s, e) in the text */
     int kind;
-    int nl;       /* a line break came before it */
+    int nl; /* a line break came before it */
 } pf_tok;
 typedef struct pf_lex {
     const char *c;
@@ -173,9 +199,12 @@ static pf_tok pf_next(pf_lex *L) {
     }
     if (pf_wordc((unsigned char)L->c[p])) {
         while (p < L->n) {
-            if (pf_wordc((unsigned char)L->c[p])) p++;
-            else if (L->c[p] == ':' && p + 1 < L->n && L->c[p + 1] == ':') p += 2;
-            else break;
+            if (pf_wordc((unsigned char)L->c[p]))
+                p++;
+            else if (L->c[p] == ':' && p + 1 < L->n && L->c[p + 1] == ':')
+                p += 2;
+            else
+                break;
         }
         t.kind = PF_WORD;
     } else {
@@ -199,8 +228,10 @@ static size_t pf_skip_braces(pf_lex *L) {
         pf_tok t = pf_next(L);
         if (t.kind == PF_EOF) return PF_NONE;
         if (t.kind != PF_PUNCT) continue;
-        if (L->c[t.s] == '{') depth++;
-        else if (L->c[t.s] == '}' && --depth == 0) return t.s;
+        if (L->c[t.s] == '{')
+            depth++;
+        else if (L->c[t.s] == '}' && --depth == 0)
+            return t.s;
     }
 }
 /* After a '(': moves past the matching ')' and returns its offset; PF_NONE at the end. */
@@ -210,8 +241,10 @@ static size_t pf_skip_parens(pf_lex *L) {
         pf_tok t = pf_next(L);
         if (t.kind == PF_EOF) return PF_NONE;
         if (t.kind != PF_PUNCT) continue;
-        if (L->c[t.s] == '(') depth++;
-        else if (L->c[t.s] == ')' && --depth == 0) return t.s;
+        if (L->c[t.s] == '(')
+            depth++;
+        else if (L->c[t.s] == ')' && --depth == 0)
+            return t.s;
     }
 }
 
@@ -222,21 +255,34 @@ static int pf_u64(const char *s, size_t n, uint64_t *v) {
     if (n == 0) return 0;
     unsigned base = 10;
     size_t i = 0;
-    if (n > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) { base = 16; i = 2; }
-    else if (n > 2 && s[0] == '0' && (s[1] == 'b' || s[1] == 'B')) { base = 2; i = 2; }
-    else if (n > 1 && s[0] == '0') { base = 8; i = 1; }
+    if (n > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        base = 16;
+        i = 2;
+    } else if (n > 2 && s[0] == '0' && (s[1] == 'b' || s[1] == 'B')) {
+        base = 2;
+        i = 2;
+    } else if (n > 1 && s[0] == '0') {
+        base = 8;
+        i = 1;
+    }
     uint64_t x = 0;
     int sat = 0;
     for (; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
         unsigned d;
-        if (pf_digit(ch)) d = ch - '0';
-        else if (ch >= 'a' && ch <= 'f') d = 10u + (ch - 'a');
-        else if (ch >= 'A' && ch <= 'F') d = 10u + (ch - 'A');
-        else return 0;
+        if (pf_digit(ch))
+            d = ch - '0';
+        else if (ch >= 'a' && ch <= 'f')
+            d = 10u + (ch - 'a');
+        else if (ch >= 'A' && ch <= 'F')
+            d = 10u + (ch - 'A');
+        else
+            return 0;
         if (d >= base) return 0;
-        if (x > (UINT64_MAX - d) / base) sat = 1;
-        else x = x * base + d;
+        if (x > (UINT64_MAX - d) / base)
+            sat = 1;
+        else
+            x = x * base + d;
     }
     *v = sat ? UINT64_MAX : x;
     return 1;
@@ -245,44 +291,48 @@ static uint64_t pf_mul_sat(uint64_t a, uint64_t b) {
     if (a && b > UINT64_MAX / a) return UINT64_MAX;
     return a * b;
 }
-static uint64_t pf_add_sat(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
+static uint64_t pf_add_sat(uint64_t a, uint64_t b) {
+    return b > UINT64_MAX - a ? UINT64_MAX : a + b;
+}
 
 /* ---- the module ----------------------------------------------------------------------- */
-typedef struct pf_span { size_t s, e; } pf_span;
+typedef struct pf_span {
+    size_t s, e;
+} pf_span;
 
 typedef struct pf_param {
-    pf_span text;        /* from its first to its last token */
+    pf_span text; /* from its first to its last token */
     pf_span name;
-    int is_ptr;          /* has .ptr: the .align says how aligned the pointee is */
+    int is_ptr; /* has .ptr: the .align says how aligned the pointee is */
     int has_align;
-    pf_span align_val;   /* the number after .align */
+    pf_span align_val; /* the number after .align */
     uint64_t align;
 } pf_param;
 
 typedef struct pf_func {
     int is_entry;
     pf_span name;
-    size_t decl_start;   /* first linkage word (.visible ...) or the .entry itself */
-    size_t kw;           /* the .entry / .func word */
+    size_t decl_start; /* first linkage word (.visible ...) or the .entry itself */
+    size_t kw; /* the .entry / .func word */
     int has_list;
-    size_t lp, rp;       /* '(' and ')' of the parameter list */
-    size_t p0, np;       /* its parameters in pf_module.p */
+    size_t lp, rp; /* '(' and ')' of the parameter list */
+    size_t p0, np; /* its parameters in pf_module.p */
     int has_body;
     size_t body_s, body_e; /* between the braces */
 } pf_func;
 
 typedef struct pf_module {
-    const char *in;      /* original bytes */
-    char *c;             /* comment-free copy (owned) */
+    const char *in; /* original bytes */
+    char *c; /* comment-free copy (owned) */
     size_t n;
     pf_func *f;
     size_t nf, capf;
     pf_param *p;
     size_t np, capp;
-    size_t *sh;          /* module-scope `.shared` words */
+    size_t *sh; /* module-scope `.shared` words */
     size_t nsh, capsh;
     int have_version, have_target;
-    pf_span version, target_dir, target; /* the number, the directive word, its sm_ word */
+    pf_span version, target; /* the version number; the .target's sm_ word */
 } pf_module;
 
 static void pf_module_free(pf_module *m) {
@@ -311,7 +361,10 @@ static int pf_line(const char *in, size_t n, size_t off, size_t *ls, size_t *le)
     if (off > n) off = n;
     size_t line = 1, s = 0;
     for (size_t i = 0; i < off; i++)
-        if (in[i] == '\n') { line++; s = i + 1; }
+        if (in[i] == '\n') {
+            line++;
+            s = i + 1;
+        }
     size_t e = off;
     while (e < n && in[e] != '\n') e++;
     *ls = s;
@@ -325,10 +378,16 @@ static void pf_put_excerpt(pf_buf *b, const char *in, size_t s, size_t e) {
     while (e > s && pf_space((unsigned char)in[e - 1])) e--;
     size_t k = 0;
     for (size_t i = s; i < e; i++, k++) {
-        if (k == 160) { pf_puts(b, "..."); break; }
+        if (k == 160) {
+            pf_puts(b, "...");
+            break;
+        }
         unsigned char ch = (unsigned char)in[i];
-        if (ch == '\t' || ch == ' ') {        /* one blank for a run of them */
-            if (i > s && (in[i - 1] == ' ' || in[i - 1] == '\t')) { k--; continue; }
+        if (ch == '\t' || ch == ' ') { /* one blank for a run of them */
+            if (i > s && (in[i - 1] == ' ' || in[i - 1] == '\t')) {
+                k--;
+                continue;
+            }
             ch = ' ';
         }
         char o = (ch < 0x20 || ch >= 0x7f) ? '?' : (char)ch;
@@ -403,11 +462,16 @@ static dswa_ptx_fit_status pf_params(pf_module *m, pf_lex *L, pf_func *f, dswa_p
         int end_list = 0, end_param = 0;
         if (t.kind == PF_PUNCT) {
             char ch = c[t.s];
-            if (ch == '(') paren++;
-            else if (ch == ')') { if (--paren == 0) end_list = 1; }
-            else if (ch == '[') bracket++;
-            else if (ch == ']') { if (bracket) bracket--; }
-            else if (ch == ',' && paren == 1 && bracket == 0) end_param = 1;
+            if (ch == '(')
+                paren++;
+            else if (ch == ')') {
+                if (--paren == 0) end_list = 1;
+            } else if (ch == '[')
+                bracket++;
+            else if (ch == ']') {
+                if (bracket) bracket--;
+            } else if (ch == ',' && paren == 1 && bracket == 0)
+                end_param = 1;
             else if (ch == ';' || ch == '{' || ch == '}')
                 return pf_fail(r, m->in, m->n, DSWA_PTX_FIT_BAD_INPUT, t.s,
                                "malformed PTX: '%c' inside the parameter list of '%.*s'", ch,
@@ -416,7 +480,10 @@ static dswa_ptx_fit_status pf_params(pf_module *m, pf_lex *L, pf_func *f, dswa_p
         }
         if (end_list || end_param) {
             if (!in_param) {
-                if (end_list && f->np == 0) { f->rp = t.s; return DSWA_PTX_FIT_OK; } /* "()" */
+                if (end_list && f->np == 0) {
+                    f->rp = t.s;
+                    return DSWA_PTX_FIT_OK;
+                } /* "()" */
                 return pf_fail(r, m->in, m->n, DSWA_PTX_FIT_BAD_INPUT, t.s,
                                "malformed PTX: an empty parameter in the list of '%.*s'",
                                (int)(f->name.e - f->name.s > 80 ? 80 : f->name.e - f->name.s),
@@ -433,12 +500,21 @@ static dswa_ptx_fit_status pf_params(pf_module *m, pf_lex *L, pf_func *f, dswa_p
             memset(&cur, 0, sizeof cur);
             in_param = 0;
             want_align = 0;
-            if (end_list) { f->rp = t.s; return DSWA_PTX_FIT_OK; }
+            if (end_list) {
+                f->rp = t.s;
+                return DSWA_PTX_FIT_OK;
+            }
             continue;
         }
-        if (!in_param) { in_param = 1; cur.text.s = t.s; }
+        if (!in_param) {
+            in_param = 1;
+            cur.text.s = t.s;
+        }
         cur.text.e = t.e;
-        if (t.kind != PF_WORD || paren != 1 || bracket != 0) { want_align = 0; continue; }
+        if (t.kind != PF_WORD || paren != 1 || bracket != 0) {
+            want_align = 0;
+            continue;
+        }
         if (want_align) {
             want_align = 0;
             cur.has_align = 1;
@@ -474,7 +550,7 @@ static dswa_ptx_fit_status pf_function(pf_module *m, pf_lex *L, int is_entry, si
     f.kw = kw.s;
     const char *what = is_entry ? ".entry" : ".func";
     pf_tok t = pf_next(L);
-    if (!is_entry && pf_punct(c, t, '(')) {          /* .func's return parameters */
+    if (!is_entry && pf_punct(c, t, '(')) { /* .func's return parameters */
         if (pf_skip_parens(L) == PF_NONE)
             return pf_fail(r, m->in, m->n, DSWA_PTX_FIT_BAD_INPUT, t.s,
                            "malformed PTX: unclosed '(' after .func");
@@ -528,7 +604,8 @@ static dswa_ptx_fit_status pf_function(pf_module *m, pf_lex *L, int is_entry, si
 }
 
 /* Parses the module's structure: .version, .target, functions, module-scope .shared. */
-static dswa_ptx_fit_status pf_parse(pf_module *m, const char *in, size_t n, dswa_ptx_fit_result *r) {
+static dswa_ptx_fit_status pf_parse(pf_module *m, const char *in, size_t n,
+                                    dswa_ptx_fit_result *r) {
     memset(m, 0, sizeof *m);
     m->in = in;
     m->n = n;
@@ -543,9 +620,10 @@ static dswa_ptx_fit_status pf_parse(pf_module *m, const char *in, size_t n, dswa
         if (t.kind == PF_EOF) break;
         if (t.kind == PF_PUNCT) {
             link = PF_NONE;
-            if (c[t.s] == '{') {       /* .section data, initializers */
+            if (c[t.s] == '{') { /* .section data, initializers */
                 if (pf_skip_braces(&L) == PF_NONE) {
-                    st = pf_fail(r, in, n, DSWA_PTX_FIT_BAD_INPUT, t.s, "malformed PTX: unclosed '{'");
+                    st = pf_fail(r, in, n, DSWA_PTX_FIT_BAD_INPUT, t.s,
+                                 "malformed PTX: unclosed '{'");
                     break;
                 }
             } else if (c[t.s] == '}') {
@@ -582,20 +660,24 @@ static dswa_ptx_fit_status pf_parse(pf_module *m, const char *in, size_t n, dswa
                 break;
             }
             m->have_target = 1;
-            m->target_dir.s = t.s;
-            m->target_dir.e = t.e;
             m->target.s = m->target.e = PF_NONE;
-            for (;;) {                 /* sm_90a[, texmode_independent, debug ...] */
+            for (;;) { /* sm_90a[, texmode_independent, debug ...] */
                 pf_lex save = L;
                 pf_tok a = pf_next(&L);
-                if (a.kind != PF_WORD || a.nl) { L = save; break; }
+                if (a.kind != PF_WORD || a.nl) {
+                    L = save;
+                    break;
+                }
                 if (m->target.s == PF_NONE && a.e - a.s > 3 && memcmp(c + a.s, "sm_", 3) == 0) {
                     m->target.s = a.s;
                     m->target.e = a.e;
                 }
                 save = L;
                 pf_tok comma = pf_next(&L);
-                if (!pf_punct(c, comma, ',') || comma.nl) { L = save; break; }
+                if (!pf_punct(c, comma, ',') || comma.nl) {
+                    L = save;
+                    break;
+                }
             }
             if (m->target.s == PF_NONE) {
                 st = pf_fail(r, in, n, DSWA_PTX_FIT_BAD_INPUT, t.s, "no sm_XX in the .target");
@@ -655,7 +737,7 @@ static int pf_next_stmt(pf_stmts *S, pf_tok *out) {
             }
         }
         if (t.kind == PF_PUNCT) {
-            if (c[t.s] == '@') {               /* guard: @%p1 or @!%p1 */
+            if (c[t.s] == '@') { /* guard: @%p1 or @!%p1 */
                 pf_lex save = S->L;
                 pf_tok u = pf_next(&S->L);
                 if (pf_punct(c, u, '!')) u = pf_next(&S->L);
@@ -665,12 +747,11 @@ static int pf_next_stmt(pf_stmts *S, pf_tok *out) {
         }
         pf_lex save = S->L;
         pf_tok u = pf_next(&S->L);
-        if (pf_punct(c, u, ':')) continue;     /* label */
+        if (pf_punct(c, u, ':')) continue; /* label */
         S->L = save;
         S->at_start = 0;
-        S->line_mode = pf_is(c, t, ".loc") || pf_is(c, t, ".file") ||
-                       pf_is(c, t, ".section") || pf_is(c, t, ".version") ||
-                       pf_is(c, t, ".target") || pf_is(c, t, ".address_size");
+        S->line_mode = pf_is(c, t, ".loc") || pf_is(c, t, ".file") || pf_is(c, t, ".section") ||
+            pf_is(c, t, ".version") || pf_is(c, t, ".target") || pf_is(c, t, ".address_size");
         *out = t;
         return 1;
     }
@@ -681,7 +762,7 @@ static int pf_next_stmt(pf_stmts *S, pf_tok *out) {
 static void pf_shared_decl(const char *c, size_t n, size_t off, uint64_t *bytes, int *dyn,
                            pf_span *dyn_name) {
     pf_lex L = {c, n, off};
-    pf_next(&L);                               /* .shared */
+    pf_next(&L); /* .shared */
     uint64_t elem = 0, vec = 1, count = 1;
     int have_name = 0, unsized = 0, want_align = 0;
     pf_span name = {0, 0};
@@ -690,10 +771,10 @@ static void pf_shared_decl(const char *c, size_t n, size_t off, uint64_t *bytes,
         /* A declaration also ends where another could begin, so that the scans of the
            declarations of a module never overlap: linear time on any text. */
         int end = t.kind == PF_EOF || pf_punct(c, t, ';') || pf_punct(c, t, '{') ||
-                  pf_punct(c, t, '}') || pf_punct(c, t, '=') || pf_is(c, t, ".shared") ||
-                  pf_is(c, t, ".entry") || pf_is(c, t, ".func");
-        if (end || pf_punct(c, t, ',') || (t.kind == PF_WORD && have_name &&
-                                            pf_ident_start((unsigned char)c[t.s]))) {
+            pf_punct(c, t, '}') || pf_punct(c, t, '=') || pf_is(c, t, ".shared") ||
+            pf_is(c, t, ".entry") || pf_is(c, t, ".func");
+        if (end || pf_punct(c, t, ',') ||
+            (t.kind == PF_WORD && have_name && pf_ident_start((unsigned char)c[t.s]))) {
             if (have_name) {
                 if (unsized) {
                     if (*dyn == 0) *dyn_name = name;
@@ -711,23 +792,37 @@ static void pf_shared_decl(const char *c, size_t n, size_t off, uint64_t *bytes,
         if (t.kind == PF_PUNCT && c[t.s] == '[' && have_name) {
             pf_tok d = pf_next(&L);
             uint64_t v;
-            if (pf_punct(c, d, ']')) { unsized = 1; continue; }
+            if (pf_punct(c, d, ']')) {
+                unsized = 1;
+                continue;
+            }
             if (d.kind == PF_WORD && pf_u64(c + d.s, d.e - d.s, &v)) count = pf_mul_sat(count, v);
             pf_lex save = L;
             pf_tok cl = pf_next(&L);
             if (!pf_punct(c, cl, ']')) L = save;
             continue;
         }
-        if (t.kind != PF_WORD) { want_align = 0; continue; }
-        if (want_align) { want_align = 0; continue; }
+        if (t.kind != PF_WORD) {
+            want_align = 0;
+            continue;
+        }
+        if (want_align) {
+            want_align = 0;
+            continue;
+        }
         size_t k = t.e - t.s;
         const char *w = c + t.s;
-        if (pf_is(c, t, ".align")) want_align = 1;
-        else if (pf_is(c, t, ".v2")) vec = 2;
-        else if (pf_is(c, t, ".v4")) vec = 4;
-        else if (pf_is(c, t, ".v8")) vec = 8;
-        else if (w[0] == '.' && k >= 3 && (w[1] == 'b' || w[1] == 'u' || w[1] == 's' || w[1] == 'f')) {
-            uint64_t bits = 0;                  /* .b8 .u16 .s32 .f64 .b128 .f16x2 .bf16 */
+        if (pf_is(c, t, ".align"))
+            want_align = 1;
+        else if (pf_is(c, t, ".v2"))
+            vec = 2;
+        else if (pf_is(c, t, ".v4"))
+            vec = 4;
+        else if (pf_is(c, t, ".v8"))
+            vec = 8;
+        else if (w[0] == '.' && k >= 3 &&
+                 (w[1] == 'b' || w[1] == 'u' || w[1] == 's' || w[1] == 'f')) {
+            uint64_t bits = 0; /* .b8 .u16 .s32 .f64 .b128 .f16x2 .bf16 */
             size_t i = (w[1] == 'b' && w[2] == 'f') ? 3 : 2;
             uint64_t mult = 1;
             size_t j = i;
@@ -792,7 +887,7 @@ static int pf_rule_match(const char *w, size_t k, const pf_rule *ru) {
     size_t cl = strlen(ru->comp);
     int prefix = ru->comp[cl - 1] == ':';
     size_t i = h;
-    while (i < k) {                            /* components between the dots */
+    while (i < k) { /* components between the dots */
         size_t s = ++i, e = s;
         while (e < k && w[e] != '.') e++;
         if (prefix ? (e - s >= cl && memcmp(w + s, ru->comp, cl) == 0)
@@ -822,8 +917,10 @@ static int pf_parse_sm(const char *s, size_t k, unsigned *num, char *suffix) {
     }
     if (i == 3) return 0;
     *suffix = 0;
-    if (i + 1 == k && (s[i] == 'a' || s[i] == 'f')) *suffix = s[i];
-    else if (i != k) return 0;
+    if (i + 1 == k && (s[i] == 'a' || s[i] == 'f'))
+        *suffix = s[i];
+    else if (i != k)
+        return 0;
     *num = v;
     return 1;
 }
@@ -838,8 +935,8 @@ int dswa_ptx_fit_arch_ok(const char *arch) {
    From the PTX ISA release notes, checked against ptxas 13.0 where it still has them. */
 static unsigned pf_min_version(unsigned sm) {
     static const unsigned t[][2] = {
-        {70, 60}, {72, 61}, {75, 63}, {80, 70}, {86, 71}, {87, 74}, {89, 78}, {90, 78},
-        {100, 86}, {101, 86}, {103, 88}, {110, 90}, {120, 87}, {121, 88},
+        {70, 60}, {72, 61},  {75, 63},  {80, 70},  {86, 71},  {87, 74},  {89, 78},
+        {90, 78}, {100, 86}, {101, 86}, {103, 88}, {110, 90}, {120, 87}, {121, 88},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (t[i][0] == sm) return t[i][1];
@@ -855,7 +952,7 @@ static unsigned pf_version_num(const char *s, size_t k) {
 
 /* ---- names of removed parameters: a small open-addressing set ----------------------- */
 typedef struct pf_set {
-    size_t *slot;   /* parameter index + 1; 0 = empty */
+    size_t *slot; /* parameter index + 1; 0 = empty */
     size_t mask;
 } pf_set;
 static uint64_t pf_hash(const char *s, size_t k) {
@@ -870,7 +967,10 @@ static void pf_put_norm(pf_buf *b, const char *c, size_t s, size_t e) {
     int sp = 0;
     for (size_t i = s; i < e; i++) {
         unsigned char ch = (unsigned char)c[i];
-        if (pf_space(ch)) { sp = 1; continue; }
+        if (pf_space(ch)) {
+            sp = 1;
+            continue;
+        }
         if (sp) pf_putn(b, " ", 1);
         sp = 0;
         char o = (ch < 0x20 || ch >= 0x7f) ? '?' : (char)ch;
@@ -899,7 +999,10 @@ static char *pf_signature(const pf_module *m, const pf_func *f) {
 static size_t pf_line_tail(const char *in, size_t i, size_t limit) {
     while (i < limit) {
         if (in[i] == '\n') return i;
-        if (pf_space((unsigned char)in[i])) { i++; continue; }
+        if (pf_space((unsigned char)in[i])) {
+            i++;
+            continue;
+        }
         if (in[i] == '/' && i + 1 < limit && in[i + 1] == '/') {
             while (i < limit && in[i] != '\n') i++;
             continue;
@@ -949,21 +1052,31 @@ static dswa_ptx_fit_status pf_pick_entry(const pf_module *m, const char *want, s
             defined++;
         }
     }
-    if (want && count == 1 && m->f[found].has_body) { *out = found; return DSWA_PTX_FIT_OK; }
-    if (!want && defined == 1) { *out = found; return DSWA_PTX_FIT_OK; }
+    if (want && count == 1 && m->f[found].has_body) {
+        *out = found;
+        return DSWA_PTX_FIT_OK;
+    }
+    if (!want && defined == 1) {
+        *out = found;
+        return DSWA_PTX_FIT_OK;
+    }
 
     pf_buf b = {0};
-    if (want && count > 1) pf_puts(&b, "several entries are named '");
-    else if (want && count == 1) pf_puts(&b, "entry '");
-    else if (want) pf_puts(&b, "no entry named '");
+    if (want && count > 1)
+        pf_puts(&b, "several entries are named '");
+    else if (want && count == 1)
+        pf_puts(&b, "entry '");
+    else if (want)
+        pf_puts(&b, "no entry named '");
     if (want) {
         pf_put_excerpt(&b, want, 0, strlen(want) > 80 ? 80 : strlen(want));
         pf_puts(&b, count == 1 ? "' has no body" : "'");
     } else {
-        pf_puts(&b, defined == 0 ? "no .entry with a body in the module"
-                                 : "several entries; choose one with --entry");
+        pf_puts(&b,
+                defined == 0 ? "no .entry with a body in the module"
+                             : "several entries; choose one with --entry");
     }
-    if (!(want && count >= 1)) {               /* name what there is */
+    if (!(want && count >= 1)) { /* name what there is */
         size_t listed = 0, total = 0;
         for (size_t i = 0; i < m->nf; i++) {
             if (!m->f[i].is_entry || !m->f[i].has_body) continue;
@@ -986,8 +1099,8 @@ static dswa_ptx_fit_status pf_pick_entry(const pf_module *m, const char *want, s
 
 /* Refuses when any function body uses an instruction that needs the a/f target. Also notes
    .multicast::cluster, which ptxas only advises against on plain targets. */
-static dswa_ptx_fit_status pf_check_arch(const pf_module *m, const char *target_after,
-                                         pf_buf *note, dswa_ptx_fit_result *r) {
+static dswa_ptx_fit_status pf_check_arch(const pf_module *m, const char *target_after, pf_buf *note,
+                                         dswa_ptx_fit_result *r) {
     int noted = 0;
     for (size_t i = 0; i < m->nf; i++) {
         const pf_func *f = &m->f[i];
@@ -1009,8 +1122,10 @@ static dswa_ptx_fit_status pf_check_arch(const pf_module *m, const char *target_
             if (!noted && pf_has_comp(w, k, "cp", "multicast::cluster")) {
                 size_t ls, le;
                 int line = pf_line(m->in, m->n, t.s, &ls, &le);
-                pf_printf(note, "%sline %d uses .multicast::cluster, which ptxas advises against "
-                          "on plain targets (slower)", note->n ? "; " : "", line);
+                pf_printf(note,
+                          "%sline %d uses .multicast::cluster, which ptxas advises against "
+                          "on plain targets (slower)",
+                          note->n ? "; " : "", line);
                 noted = 1;
             }
         }
@@ -1035,7 +1150,7 @@ static void pf_measure(const pf_module *m, const pf_func *f, dswa_ptx_fit_result
         if (pf_is(m->c, t, ".shared")) {
             pf_shared_decl(m->c, f->body_e, t.s, &r->shared_bytes, &r->shared_dynamic, dyn_name);
         } else if ((k == 3 || (k > 3 && w[3] == '.')) && memcmp(w, "mma", 3) == 0) {
-            r->mma++;                          /* mma.sync, mma.sp ... */
+            r->mma++; /* mma.sync, mma.sp ... */
         } else if (pf_has_comp(w, k, "wgmma", "mma_async") ||
                    pf_has_comp(w, k, "wgmma", "mma_async::sp")) {
             r->mma++;
@@ -1054,8 +1169,8 @@ dswa_ptx_fit_status dswa_ptx_fit(const char *in, size_t len, const dswa_ptx_fit_
     if (!o) return pf_fail(r, NULL, 0, DSWA_PTX_FIT_BAD_INPUT, PF_NONE, "no options");
     int align = o->align ? o->align : 16;
     if (o->keep < 0)
-        return pf_fail(r, NULL, 0, DSWA_PTX_FIT_BAD_INPUT, PF_NONE,
-                       "--keep %d: must be 0 or more", o->keep);
+        return pf_fail(r, NULL, 0, DSWA_PTX_FIT_BAD_INPUT, PF_NONE, "--keep %d: must be 0 or more",
+                       o->keep);
     if (align < 1 || align > PF_MAX_ALIGN || (align & (align - 1)))
         return pf_fail(r, NULL, 0, DSWA_PTX_FIT_BAD_INPUT, PF_NONE,
                        "--align %d: must be a power of 2 from 1 to %d", align, PF_MAX_ALIGN);
@@ -1066,7 +1181,8 @@ dswa_ptx_fit_status dswa_ptx_fit(const char *in, size_t len, const dswa_ptx_fit_
         if (!a) return PF_NOMEM(r);
         dswa_ptx_fit_status st = pf_fail(r, NULL, 0, DSWA_PTX_FIT_BAD_INPUT, PF_NONE,
                                          "--arch '%s': must be a plain target such as sm_90 "
-                                         "(TensorRT loads no sm_XXa/sm_XXf)", a);
+                                         "(TensorRT loads no sm_XXa/sm_XXf)",
+                                         a);
         free(a);
         return st;
     }
@@ -1112,7 +1228,10 @@ dswa_ptx_fit_status dswa_ptx_fit(const char *in, size_t len, const dswa_ptx_fit_
         target_after = pf_strndup(c + m.target.s, suffix ? k - 1 : k);
         sm_out = sm_in;
     }
-    if (!target_after) { st = PF_NOMEM(r); goto done; }
+    if (!target_after) {
+        st = PF_NOMEM(r);
+        goto done;
+    }
     unsigned ver = pf_version_num(c + m.version.s, m.version.e - m.version.s);
     if (!ver) {
         st = pf_fail(r, in, len, DSWA_PTX_FIT_BAD_INPUT, m.version.s,
@@ -1120,23 +1239,29 @@ dswa_ptx_fit_status dswa_ptx_fit(const char *in, size_t len, const dswa_ptx_fit_
         goto done;
     }
     unsigned need = pf_min_version(sm_out);
-    if (need && ver < need && (m.target.e - m.target.s != strlen(target_after) ||
-                               memcmp(c + m.target.s, target_after, strlen(target_after)) != 0)) {
+    if (need && ver < need &&
+        (m.target.e - m.target.s != strlen(target_after) ||
+         memcmp(c + m.target.s, target_after, strlen(target_after)) != 0)) {
         st = pf_fail(r, in, len, DSWA_PTX_FIT_REFUSED, m.version.s,
                      "cannot target %s: it needs PTX ISA %u.%u or later, and this is %u.%u",
                      target_after, need / 10, need % 10, ver / 10, ver % 10);
         goto done;
     }
     if (sm_out < sm_in)
-        pf_printf(&note, "the target is lowered from sm_%u to %s: instructions of sm_%u would "
-                  "not assemble (--verify checks)", sm_in, target_after, sm_in);
+        pf_printf(&note,
+                  "the target is lowered from sm_%u to %s: instructions of sm_%u would "
+                  "not assemble (--verify checks)",
+                  sm_in, target_after, sm_in);
     /* Removed parameters: no identifier in the body may be one of their names. One pass over
        the body with a hash set keeps this linear in the text, whatever the count. */
     if (keep < f->np) {
         size_t nrem = f->np - keep, cap = 16;
         while (cap < 2 * nrem) cap *= 2;
         set.slot = calloc(cap, sizeof *set.slot);
-        if (!set.slot) { st = PF_NOMEM(r); goto done; }
+        if (!set.slot) {
+            st = PF_NOMEM(r);
+            goto done;
+        }
         set.mask = cap - 1;
         for (size_t i = keep; i < f->np; i++) {
             const char *nm = c + P[i].name.s;
@@ -1144,7 +1269,10 @@ dswa_ptx_fit_status dswa_ptx_fit(const char *in, size_t len, const dswa_ptx_fit_
             size_t h = (size_t)pf_hash(nm, k) & set.mask;
             for (;;) {
                 size_t q = set.slot[h];
-                if (!q) { set.slot[h] = i + 1; break; }
+                if (!q) {
+                    set.slot[h] = i + 1;
+                    break;
+                }
                 const pf_param *x = &P[q - 1];
                 if (x->name.e - x->name.s == k && memcmp(c + x->name.s, nm, k) == 0) break;
                 h = (h + 1) & set.mask;
@@ -1152,7 +1280,10 @@ dswa_ptx_fit_status dswa_ptx_fit(const char *in, size_t len, const dswa_ptx_fit_
         }
         size_t i = f->body_s;
         while (i < f->body_e) {
-            if (!pf_ident((unsigned char)c[i])) { i++; continue; }
+            if (!pf_ident((unsigned char)c[i])) {
+                i++;
+                continue;
+            }
             size_t j = i;
             while (j < f->body_e && pf_ident((unsigned char)c[j])) j++;
             /* After a '.', a run is part of an opcode or directive (ld.param.u64), which no
@@ -1163,16 +1294,20 @@ dswa_ptx_fit_status dswa_ptx_fit(const char *in, size_t len, const dswa_ptx_fit_
                     size_t q = set.slot[h];
                     if (!q) break;
                     const pf_param *x = &P[q - 1];
-                    if (x->name.e - x->name.s == j - i && memcmp(c + x->name.s, c + i, j - i) == 0) {
+                    if (x->name.e - x->name.s == j - i &&
+                        memcmp(c + x->name.s, c + i, j - i) == 0) {
                         size_t ls, le;
                         pf_line(in, len, i, &ls, &le);
                         int ld = 0;
                         for (size_t z = ls; z + 8 <= le; z++)
-                            if (memcmp(c + z, "ld.param", 8) == 0) { ld = 1; break; }
+                            if (memcmp(c + z, "ld.param", 8) == 0) {
+                                ld = 1;
+                                break;
+                            }
                         st = pf_fail(r, in, len, DSWA_PTX_FIT_REFUSED, i,
                                      "cannot remove parameter %zu '%.*s' of entry '%.*s': the "
-                                     "body %s it", q - 1,
-                                     (int)(j - i > 80 ? 80 : j - i), c + i,
+                                     "body %s it",
+                                     q - 1, (int)(j - i > 80 ? 80 : j - i), c + i,
                                      (int)(f->name.e - f->name.s > 80 ? 80 : f->name.e - f->name.s),
                                      c + f->name.s, ld ? "reads" : "refers to");
                         goto done;
@@ -1192,7 +1327,10 @@ dswa_ptx_fit_status dswa_ptx_fit(const char *in, size_t len, const dswa_ptx_fit_
     snprintf(num, sizeof num, "%d", align);
     snprintf(ins, sizeof ins, ".align %d ", align);
     ed = malloc((keep + 3) * sizeof *ed);
-    if (!ed) { st = PF_NOMEM(r); goto done; }
+    if (!ed) {
+        st = PF_NOMEM(r);
+        goto done;
+    }
     size_t ne = 0;
     size_t tlen = strlen(target_after);
     if (m.target.e - m.target.s != tlen || memcmp(c + m.target.s, target_after, tlen) != 0)
@@ -1201,7 +1339,8 @@ dswa_ptx_fit_status dswa_ptx_fit(const char *in, size_t len, const dswa_ptx_fit_
     for (size_t i = 0; i < keep; i++) {
         if (!P[i].is_ptr) continue;
         if (P[i].has_align && P[i].align < (uint64_t)align) {
-            ed[ne++] = (pf_edit){P[i].align_val.s, P[i].align_val.e - P[i].align_val.s, num, strlen(num)};
+            ed[ne++] =
+                (pf_edit){P[i].align_val.s, P[i].align_val.e - P[i].align_val.s, num, strlen(num)};
             raised++;
         } else if (!P[i].has_align && align > 4) { /* .ptr without .align means 4 */
             ed[ne++] = (pf_edit){P[i].name.s, 0, ins, strlen(ins)};
@@ -1220,7 +1359,8 @@ dswa_ptx_fit_status dswa_ptx_fit(const char *in, size_t len, const dswa_ptx_fit_
         /* Only when the last removed line ends in a line break: else what follows it (the
            ')') would land after the kept line's comment. */
         size_t eol = keep && tail != PF_NONE && comma < P[keep].text.s
-                         ? pf_line_tail(in, comma + 1, P[keep].text.s) : PF_NONE;
+            ? pf_line_tail(in, comma + 1, P[keep].text.s)
+            : PF_NONE;
         if (eol != PF_NONE) {
             ed[ne++] = (pf_edit){comma, 1, "", 0};
             ed[ne++] = (pf_edit){eol, to - eol, "", 0};
@@ -1232,15 +1372,22 @@ dswa_ptx_fit_status dswa_ptx_fit(const char *in, size_t len, const dswa_ptx_fit_
     size_t out_len = len;
     for (size_t i = 0; i < ne; i++) {
         if (i && ed[i].off < ed[i - 1].off + ed[i - 1].del) {
-            st = pf_fail(r, NULL, 0, DSWA_PTX_FIT_INTERNAL, PF_NONE, "internal error: overlapping edits");
+            st = pf_fail(r, NULL, 0, DSWA_PTX_FIT_INTERNAL, PF_NONE,
+                         "internal error: overlapping edits");
             goto done;
         }
         out_len = out_len - ed[i].del;
-        if (ed[i].ins_len > (size_t)-1 - out_len - 1) { st = PF_NOMEM(r); goto done; }
+        if (ed[i].ins_len > (size_t)-1 - out_len - 1) {
+            st = PF_NOMEM(r);
+            goto done;
+        }
         out_len += ed[i].ins_len;
     }
     text = malloc(out_len + 1);
-    if (!text) { st = PF_NOMEM(r); goto done; }
+    if (!text) {
+        st = PF_NOMEM(r);
+        goto done;
+    }
     size_t src = 0, dst = 0;
     for (size_t i = 0; i < ne; i++) {
         memcpy(text + dst, in + src, ed[i].off - src);
@@ -1276,16 +1423,20 @@ dswa_ptx_fit_status dswa_ptx_fit(const char *in, size_t len, const dswa_ptx_fit_
     memset(&r2, 0, sizeof r2);
     st = pf_parse(&m2, text, dst, &r2);
     free(r2.message);
-    if (st == DSWA_PTX_FIT_NO_MEMORY) { st = PF_NOMEM(r); goto done; }
+    if (st == DSWA_PTX_FIT_NO_MEMORY) {
+        st = PF_NOMEM(r);
+        goto done;
+    }
     /* Edits never add or remove a function, so the entry keeps its index. */
     const pf_func *g = st == DSWA_PTX_FIT_OK && m2.nf == m.nf ? &m2.f[fi] : NULL;
     int ok = g && g->is_entry && g->has_body && g->np == keep &&
-             g->name.e - g->name.s == f->name.e - f->name.s &&
-             memcmp(m2.c + g->name.s, c + f->name.s, f->name.e - f->name.s) == 0 &&
-             m2.target.e - m2.target.s == tlen && memcmp(m2.c + m2.target.s, target_after, tlen) == 0;
+        g->name.e - g->name.s == f->name.e - f->name.s &&
+        memcmp(m2.c + g->name.s, c + f->name.s, f->name.e - f->name.s) == 0 &&
+        m2.target.e - m2.target.s == tlen && memcmp(m2.c + m2.target.s, target_after, tlen) == 0;
     for (size_t i = 0; ok && i < keep; i++) {
         const pf_param *p = &m2.p[g->p0 + i];
-        if (p->is_ptr && ((p->has_align && p->align < (uint64_t)align) || (!p->has_align && align > 4)))
+        if (p->is_ptr &&
+            ((p->has_align && p->align < (uint64_t)align) || (!p->has_align && align > 4)))
             ok = 0;
     }
     if (!ok) {
@@ -1296,9 +1447,13 @@ dswa_ptx_fit_status dswa_ptx_fit(const char *in, size_t len, const dswa_ptx_fit_
     r->sig_after = pf_signature(&m2, g);
     r->params_after = (int)keep;
     pf_measure(&m2, g, r, &dyn_name);
-    r->shared_dynamic_name = dyn_name.e > dyn_name.s ? pf_name_str(m2.c, dyn_name) : pf_strndup("", 0);
+    r->shared_dynamic_name =
+        dyn_name.e > dyn_name.s ? pf_name_str(m2.c, dyn_name) : pf_strndup("", 0);
     r->note = pf_take(&note);
-    if (!r->sig_after || !r->shared_dynamic_name || !r->note) { st = PF_NOMEM(r); goto done; }
+    if (!r->sig_after || !r->shared_dynamic_name || !r->note) {
+        st = PF_NOMEM(r);
+        goto done;
+    }
     r->aligns_raised = raised;
     r->target_after = target_after;
     target_after = NULL;
@@ -1393,7 +1548,8 @@ static int pf_err(char **err, const char *what, const char *path, int e) {
 int dswa_ptxas_assemble(const char *ptxas, const char *text, size_t len, const char *arch,
                         char **err) {
     if (err) *err = NULL;
-    if (!ptxas || !text || !dswa_ptx_fit_arch_ok(arch)) return pf_err(err, "bad arguments", NULL, EINVAL);
+    if (!ptxas || !text || !dswa_ptx_fit_arch_ok(arch))
+        return pf_err(err, "bad arguments", NULL, EINVAL);
     const char *tmp = getenv("TMPDIR");
     if (!tmp || !*tmp) tmp = "/tmp";
     char *dir = pf_join(tmp, strlen(tmp), "dswa-ptx-fit-XXXXXX");
@@ -1415,20 +1571,34 @@ int dswa_ptxas_assemble(const char *ptxas, const char *text, size_t len, const c
         goto out;
     }
     FILE *fp = fopen(src, "wb");
-    if (!fp) { pf_err(err, "cannot write", src, errno); goto out; }
+    if (!fp) {
+        pf_err(err, "cannot write", src, errno);
+        goto out;
+    }
     size_t wr = fwrite(text, 1, len, fp);
     int e = errno;
-    if (fclose(fp) != 0 || wr != len) { pf_err(err, "cannot write", src, e ? e : EIO); goto out; }
+    if (fclose(fp) != 0 || wr != len) {
+        pf_err(err, "cannot write", src, e ? e : EIO);
+        goto out;
+    }
     char *argv[] = {(char *)"ptxas", archopt, src, (char *)"-o", obj, NULL};
     pid_t pid;
     int se = posix_spawn(&pid, ptxas, NULL, NULL, argv, environ);
-    if (se != 0) { pf_err(err, "cannot run", ptxas, se); goto out; }
+    if (se != 0) {
+        pf_err(err, "cannot run", ptxas, se);
+        goto out;
+    }
     int status;
     while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) { pf_err(err, "waiting for", ptxas, errno); goto out; }
+        if (errno != EINTR) {
+            pf_err(err, "waiting for", ptxas, errno);
+            goto out;
+        }
     }
-    if (WIFEXITED(status)) rc = WEXITSTATUS(status);
-    else rc = 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    if (WIFEXITED(status))
+        rc = WEXITSTATUS(status);
+    else
+        rc = 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 out:
     if (src) unlink(src);
     if (obj) unlink(obj);

@@ -32,36 +32,36 @@ typedef enum dswa_ptx_fit_status {
 } dswa_ptx_fit_status;
 
 typedef struct dswa_ptx_fit_opts {
-    int keep;           /* keep the first `keep` entry parameters; 0 <= keep <= their count */
-    const char *entry;  /* entry to fit; NULL: the module's only entry */
-    const char *arch;   /* plain "sm_XX" to target; NULL: the input's, without its a/f suffix */
-    int align;          /* minimum .align of pointer parameters (power of 2, <= 256); 0: 16 */
+    int keep; /* keep the first `keep` entry parameters; 0 <= keep <= their count */
+    const char *entry; /* entry to fit; NULL: the module's only entry */
+    const char *arch; /* plain "sm_XX" to target; NULL: the input's, without its a/f suffix */
+    int align; /* minimum .align of pointer parameters (power of 2, <= 256); 0: 16 */
 } dswa_ptx_fit_opts;
 
 typedef struct dswa_ptx_fit_result {
     /* Always set (malloc'd, NUL-terminated) unless the status is OK: one line naming the
        problem, with the input line number and text where one is concerned. */
     char *message;
-    int line;                   /* that input line (1-based), or 0 */
+    int line; /* that input line (1-based), or 0 */
 
     /* Set on success (all malloc'd, NUL-terminated). */
-    char *text;                 /* the rewritten PTX */
-    size_t len;                 /* its length in bytes */
-    char *entry;                /* name of the fitted entry */
-    char *sig_before;           /* its declaration, one parameter per line */
+    char *text; /* the rewritten PTX */
+    size_t len; /* its length in bytes */
+    char *entry; /* name of the fitted entry */
+    char *sig_before; /* its declaration, one parameter per line */
     char *sig_after;
     int params_before, params_after;
-    char *removed;              /* names of the removed parameters, ", "-separated, or "" */
-    int aligns_raised;          /* pointer parameters whose .align was raised (or added) */
-    char *version;              /* the .version, e.g. "8.7" */
-    char *target_before;        /* e.g. "sm_90a" */
-    char *target_after;         /* e.g. "sm_90" */
-    char *note;                 /* advice that is not a refusal (e.g. a lowered target), or "" */
-    long mma;                   /* mma instructions in the entry: mma.sync, mma.sp, wmma.mma, ... */
-    long wgmma;                 /* of which wgmma.mma_async (need sm_90a: 0 after a success) */
-    uint64_t shared_bytes;      /* static .shared declared at module scope and in the entry */
-    int shared_dynamic;         /* .shared arrays declared without a size (sized at launch) */
-    char *shared_dynamic_name;  /* the first of them, or "" */
+    char *removed; /* names of the removed parameters, ", "-separated, or "" */
+    int aligns_raised; /* pointer parameters whose .align was raised (or added) */
+    char *version; /* the .version, e.g. "8.7" */
+    char *target_before; /* e.g. "sm_90a" */
+    char *target_after; /* e.g. "sm_90" */
+    char *note; /* advice that is not a refusal (e.g. a lowered target), or "" */
+    long mma; /* mma instructions in the entry: mma.sync, mma.sp, wmma.mma, ... */
+    long wgmma; /* of which wgmma.mma_async (need sm_90a: 0 after a success) */
+    uint64_t shared_bytes; /* static .shared declared at module scope and in the entry */
+    int shared_dynamic; /* .shared arrays declared without a size (sized at launch) */
+    char *shared_dynamic_name; /* the first of them, or "" */
 } dswa_ptx_fit_result;
 
 /* Fits the PTX text in[0..len) (need not be NUL-terminated; may hold any bytes). `r` is

@@ -16,18 +16,18 @@
 #include "ptx_fit.h"
 
 static int failures, checks;
-static char *ptxas;            /* NULL: assembling is skipped */
+static char *ptxas; /* NULL: assembling is skipped */
 static int assembled, assemble_skipped;
 
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        checks++;                                                          \
-        if (!(cond)) {                                                     \
-            failures++;                                                    \
+#define CHECK(cond, ...)                                                    \
+    do {                                                                    \
+        checks++;                                                           \
+        if (!(cond)) {                                                      \
+            failures++;                                                     \
             fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-        }                                                                  \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fputc('\n', stderr);                                            \
+        }                                                                   \
     } while (0)
 
 static char fixtures[4096];
@@ -40,8 +40,10 @@ static void find_fixtures(void) {
     }
     const char *file = __FILE__;
     const char *slash = strrchr(file, '/');
-    if (slash) snprintf(fixtures, sizeof fixtures, "%.*sfixtures", (int)(slash - file + 1), file);
-    else snprintf(fixtures, sizeof fixtures, "fixtures");
+    if (slash)
+        snprintf(fixtures, sizeof fixtures, "%.*sfixtures", (int)(slash - file + 1), file);
+    else
+        snprintf(fixtures, sizeof fixtures, "fixtures");
 }
 
 static char *slurp(const char *name, size_t *len) {
@@ -49,14 +51,19 @@ static char *slurp(const char *name, size_t *len) {
     snprintf(path, sizeof path, "%s/%s", fixtures, name);
     FILE *f = fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "cannot open fixture %s (run from the repository root, or set "
-                        "DSWA_FIXTURES)\n", path);
+        fprintf(stderr,
+                "cannot open fixture %s (run from the repository root, or set "
+                "DSWA_FIXTURES)\n",
+                path);
         exit(1);
     }
     size_t cap = 1 << 16, n = 0;
     char *b = malloc(cap + 1);
     for (;;) {
-        if (!b) { fprintf(stderr, "out of memory\n"); exit(1); }
+        if (!b) {
+            fprintf(stderr, "out of memory\n");
+            exit(1);
+        }
         size_t k = fread(b + n, 1, cap - n, f);
         n += k;
         if (n < cap) break;
@@ -86,12 +93,17 @@ static dswa_ptx_fit_status fit(const char *text, size_t len, int keep, const cha
 
 /* Assembles a fitted result for its target; counts a skip when there is no ptxas. */
 static int assemble(const dswa_ptx_fit_result *r, const char *what) {
-    if (!ptxas) { assemble_skipped++; return 0; }
+    if (!ptxas) {
+        assemble_skipped++;
+        return 0;
+    }
     char *err = NULL;
     int rc = dswa_ptxas_assemble(ptxas, r->text, r->len, r->target_after, &err);
-    if (rc == 0) assembled++;
-    else fprintf(stderr, "ptxas -arch=%s on %s: %s (exit %d)\n", r->target_after, what,
-                 err ? err : "failed", rc);
+    if (rc == 0)
+        assembled++;
+    else
+        fprintf(stderr, "ptxas -arch=%s on %s: %s (exit %d)\n", r->target_after, what,
+                err ? err : "failed", rc);
     free(err);
     return rc;
 }
@@ -99,11 +111,12 @@ static int assemble(const dswa_ptx_fit_result *r, const char *what) {
 /* Fitting a fitted result again (same target, all parameters kept) must change nothing. */
 static void check_idempotent(const dswa_ptx_fit_result *r, int align, const char *what) {
     dswa_ptx_fit_result r2;
-    dswa_ptx_fit_status st = fit(r->text, r->len, r->params_after, r->entry, r->target_after,
-                                 align, &r2);
+    dswa_ptx_fit_status st =
+        fit(r->text, r->len, r->params_after, r->entry, r->target_after, align, &r2);
     CHECK(st == DSWA_PTX_FIT_OK, "%s: refit: %s", what, r2.message);
     if (st == DSWA_PTX_FIT_OK) {
-        CHECK(r2.len == r->len && memcmp(r2.text, r->text, r->len) == 0, "%s: refit changed it", what);
+        CHECK(r2.len == r->len && memcmp(r2.text, r->text, r->len) == 0, "%s: refit changed it",
+              what);
         CHECK(r2.aligns_raised == 0 && r2.params_after == r->params_after, "%s: refit", what);
         CHECK(!strcmp(r2.sig_before, r->sig_after), "%s: signature after != refit's before", what);
     }
@@ -118,24 +131,29 @@ static void test_triton_mma(void) {
     CHECK(st == DSWA_PTX_FIT_OK, "%s", r.message);
     if (st == DSWA_PTX_FIT_OK) {
         CHECK(!strcmp(r.entry, "dot_kernel"), "entry %s", r.entry);
-        CHECK(r.params_before == 7 && r.params_after == 5, "%d -> %d", r.params_before, r.params_after);
+        CHECK(r.params_before == 7 && r.params_after == 5, "%d -> %d", r.params_before,
+              r.params_after);
         CHECK(!strcmp(r.target_before, "sm_90a") && !strcmp(r.target_after, "sm_90"), "%s -> %s",
               r.target_before, r.target_after);
         CHECK(!strcmp(r.version, "8.4"), "version %s", r.version);
         CHECK(r.mma == 32 && r.wgmma == 0, "mma %ld wgmma %ld", r.mma, r.wgmma);
         CHECK(r.aligns_raised == 4, "aligns raised %d", r.aligns_raised);
-        CHECK(!strcmp(r.removed, "dot_kernel_param_5, dot_kernel_param_6"), "removed %s", r.removed);
-        CHECK(r.shared_bytes == 0 && r.shared_dynamic == 1 && !strcmp(r.shared_dynamic_name, "global_smem"),
+        CHECK(!strcmp(r.removed, "dot_kernel_param_5, dot_kernel_param_6"), "removed %s",
+              r.removed);
+        CHECK(r.shared_bytes == 0 && r.shared_dynamic == 1 &&
+                  !strcmp(r.shared_dynamic_name, "global_smem"),
               "shared %llu dyn %d %s", (unsigned long long)r.shared_bytes, r.shared_dynamic,
               r.shared_dynamic_name);
         CHECK(strstr(r.text, "\n.target sm_90\n") && !strstr(r.text, "sm_90a"), "target not plain");
         CHECK(!strstr(r.text, "dot_kernel_param_5") && !strstr(r.text, "dot_kernel_param_6"),
               "scratch parameters still there");
-        CHECK(!strstr(r.text, ".align 1 ") && strstr(r.text, ".global .align 16 dot_kernel_param_4\n)"),
+        CHECK(!strstr(r.text, ".align 1 ") &&
+                  strstr(r.text, ".global .align 16 dot_kernel_param_4\n)"),
               "alignment not raised, or the list not closed right");
-        CHECK(strstr(r.sig_before, ".align 1 dot_kernel_param_6\n)") && !strstr(r.sig_after, "param_5") &&
-              strstr(r.sig_after, "\n    .param .u32 dot_kernel_param_3,\n"), "signatures:\n%s\n%s",
-              r.sig_before, r.sig_after);
+        CHECK(strstr(r.sig_before, ".align 1 dot_kernel_param_6\n)") &&
+                  !strstr(r.sig_after, "param_5") &&
+                  strstr(r.sig_after, "\n    .param .u32 dot_kernel_param_3,\n"),
+              "signatures:\n%s\n%s", r.sig_before, r.sig_after);
         CHECK(r.note && !*r.note, "note %s", r.note);
         /* Everything from the performance directives on is byte for byte the input. */
         const char *a = strstr(in, "\n.reqntid"), *b = strstr(r.text, "\n.reqntid");
@@ -150,7 +168,8 @@ static void test_triton_mma(void) {
     CHECK(st == DSWA_PTX_FIT_OK && !strcmp(r.target_after, "sm_90"), "%s", r.message);
     dswa_ptx_fit_result_free(&r);
     st = fit(in, len, 5, NULL, "sm_100", 0, &r);
-    CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "8.6") && r.line == line_of(in, ".version"),
+    CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "8.6") &&
+              r.line == line_of(in, ".version"),
           "%s", r.message);
     CHECK(r.text == NULL, "text on a refusal");
     dswa_ptx_fit_result_free(&r);
@@ -164,14 +183,16 @@ static void test_triton_mma(void) {
 
     /* K = all parameters, --align 1: only the target changes. */
     st = fit(in, len, 7, NULL, NULL, 1, &r);
-    CHECK(st == DSWA_PTX_FIT_OK && r.aligns_raised == 0 && r.params_after == 7 && r.len + 1 == len &&
-          !*r.removed, "%s", r.message);
+    CHECK(st == DSWA_PTX_FIT_OK && r.aligns_raised == 0 && r.params_after == 7 &&
+              r.len + 1 == len && !*r.removed,
+          "%s", r.message);
     dswa_ptx_fit_result_free(&r);
 
     /* K too large: an error, not a refusal. */
     st = fit(in, len, 8, NULL, NULL, 0, &r);
     CHECK(st == DSWA_PTX_FIT_BAD_INPUT && strstr(r.message, "7 parameters") &&
-          dswa_ptx_fit_exit_code(st) == 2, "%s", r.message);
+              dswa_ptx_fit_exit_code(st) == 2,
+          "%s", r.message);
     dswa_ptx_fit_result_free(&r);
     free(in);
 }
@@ -194,7 +215,7 @@ static void test_handmade_triton(void) {
     /* Keeping fewer than Triton's pointers: param_4 is read. */
     st = fit(in, len, 4, NULL, NULL, 0, &r);
     CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "'triton_fit_kernel_param_4'") &&
-          strstr(r.message, "reads") && r.line == line_of(in, "[triton_fit_kernel_param_4]"),
+              strstr(r.message, "reads") && r.line == line_of(in, "[triton_fit_kernel_param_4]"),
           "%s (line %d)", r.message, r.line);
     dswa_ptx_fit_result_free(&r);
     free(in);
@@ -210,14 +231,15 @@ static void test_refusals(void) {
     char *in = slurp("triton39_desc_reads_scratch_sm90a.ptx", &len);
     st = fit(in, len, 3, NULL, NULL, 0, &r);
     CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "parameter 3 'desc_kernel_param_3'") &&
-          strstr(r.message, "ld.param.b64 %rd2, [desc_kernel_param_3];") &&
-          r.line == line_of(in, "[desc_kernel_param_3]") && r.line > 0 && !r.text,
+              strstr(r.message, "ld.param.b64 %rd2, [desc_kernel_param_3];") &&
+              r.line == line_of(in, "[desc_kernel_param_3]") && r.line > 0 && !r.text,
           "%s (line %d)", r.message, r.line);
     CHECK(dswa_ptx_fit_exit_code(st) == 1, "exit code");
     dswa_ptx_fit_result_free(&r);
     st = fit(in, len, 4, NULL, NULL, 0, &r);
     CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "tensormap.replace") &&
-          strstr(r.message, "sm_90a") && r.line == line_of(in, "tensormap.replace"), "%s", r.message);
+              strstr(r.message, "sm_90a") && r.line == line_of(in, "tensormap.replace"),
+          "%s", r.message);
     dswa_ptx_fit_result_free(&r);
     free(in);
 
@@ -225,7 +247,8 @@ static void test_refusals(void) {
     in = slurp("triton39_dot_wgmma_sm90a.ptx", &len);
     st = fit(in, len, 5, NULL, NULL, 0, &r);
     CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "'wgmma.fence.sync.aligned'") &&
-          r.line == line_of(in, "wgmma.") && !r.text, "%s (line %d)", r.message, r.line);
+              r.line == line_of(in, "wgmma.") && !r.text,
+          "%s (line %d)", r.message, r.line);
     dswa_ptx_fit_result_free(&r);
     free(in);
 
@@ -235,9 +258,10 @@ static void test_refusals(void) {
     CHECK(st == DSWA_PTX_FIT_OK, "%s", r.message);
     if (st == DSWA_PTX_FIT_OK) {
         CHECK(!strcmp(r.removed, "k_param_1, k_param_100") && r.aligns_raised == 1 &&
-              strstr(r.text, ".param .u64 .ptr .global .align 16 k_param_10,") &&
-              strstr(r.text, ".param .align 8 .b8 k_param_2[16],") &&
-              strstr(r.text, "xk_param_1                         // kept, read; ends in k_param_1\n)"),
+                  strstr(r.text, ".param .u64 .ptr .global .align 16 k_param_10,") &&
+                  strstr(r.text, ".param .align 8 .b8 k_param_2[16],") &&
+                  strstr(r.text,
+                         "xk_param_1                         // kept, read; ends in k_param_1\n)"),
               "%s\n%s", r.removed, r.sig_after);
         CHECK(!strcmp(r.target_after, "sm_80") && !strcmp(r.target_before, "sm_80"), "target");
         CHECK(assemble(&r, "names.ptx") == 0, "ptxas failed");
@@ -246,11 +270,13 @@ static void test_refusals(void) {
     dswa_ptx_fit_result_free(&r);
     st = fit(in, len, 2, NULL, NULL, 0, &r);
     CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "'xk_param_1'") &&
-          r.line == line_of(in, "\t%r2, [xk_param_1]"), "%s", r.message);
+              r.line == line_of(in, "\t%r2, [xk_param_1]"),
+          "%s", r.message);
     dswa_ptx_fit_result_free(&r);
     st = fit(in, len, 1, NULL, NULL, 0, &r);
     CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "'k_param_2'") &&
-          r.line == line_of(in, "\t%r1, [k_param_2+4]"), "%s", r.message);
+              r.line == line_of(in, "\t%r1, [k_param_2+4]"),
+          "%s", r.message);
     dswa_ptx_fit_result_free(&r);
     free(in);
 
@@ -260,23 +286,31 @@ static void test_refusals(void) {
         ".visible .entry k(.param .u64 .ptr .global .align 1 p0, .param .align 8 .b8 p1[8])\n"
         "{\n .reg .b64 %rd<3>;\n ld.param.u64 %rd1, [p0];\n mov.u64 %rd2, p1;\n ret;\n}\n";
     st = fit(mov, sizeof mov - 1, 1, NULL, NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "refers to") && r.line == 8, "%s", r.message);
+    CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "refers to") && r.line == 8, "%s",
+          r.message);
     dswa_ptx_fit_result_free(&r);
 }
 
 /* Instructions that need the architecture-specific target, and ones that do not. */
 static void test_arch_rules(void) {
-    static const struct { const char *target, *version, *insn; int refused; } cases[] = {
+    static const struct {
+        const char *target, *version, *insn;
+        int refused;
+    } cases[] = {
         {"sm_90a", "8.0", "setmaxnreg.inc.sync.aligned.u32 240;", 1},
         {"sm_90a", "8.0", "wgmma.fence.sync.aligned;", 1},
         {"sm_100a", "8.6", "tcgen05.fence::before_thread_sync;", 1},
         {"sm_100a", "8.6", "redux.sync.max.f32 %f1, %f2, 0xffffffff;", 1},
         {"sm_100a", "8.6", "cvt.rz.satfinite.ue8m0x2.f32 %h1, %f1, %f2;", 1},
-        {"sm_120a", "8.7", "mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e4m3.e4m3.f32 "
-                           "{%f1,%f2,%f3,%f4}, {%r1,%r2,%r3,%r4}, {%r5,%r6}, {%f5,%f6,%f7,%f8};", 1},
+        {"sm_120a", "8.7",
+         "mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e4m3.e4m3.f32 "
+         "{%f1,%f2,%f3,%f4}, {%r1,%r2,%r3,%r4}, {%r5,%r6}, {%f5,%f6,%f7,%f8};",
+         1},
         {"sm_100f", "8.8", "@%p1 setmaxnreg.dec.sync.aligned.u32 64;", 1},
-        {"sm_90a", "8.0", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%f1,%f2,%f3,%f4}, "
-                          "{%r1,%r2,%r3,%r4}, {%r5,%r6}, {%f5,%f6,%f7,%f8};", 0},
+        {"sm_90a", "8.0",
+         "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%f1,%f2,%f3,%f4}, "
+         "{%r1,%r2,%r3,%r4}, {%r5,%r6}, {%f5,%f6,%f7,%f8};",
+         0},
         {"sm_90a", "8.0", "stmatrix.sync.aligned.m8n8.x1.shared.b16 [%rd1], {%r1};", 0},
         {"sm_100a", "8.6", "add.rn.f32x2 %rd1, %rd2, %rd3;", 0},
         {"sm_90a", "8.0", "elect.sync %r1|%p1, 0xffffffff;", 0},
@@ -293,12 +327,14 @@ static void test_arch_rules(void) {
         dswa_ptx_fit_result r;
         dswa_ptx_fit_status st = fit(text, (size_t)n, 1, NULL, NULL, 0, &r);
         if (cases[i].refused) {
-            CHECK(st == DSWA_PTX_FIT_REFUSED && r.line == 8 && strstr(r.message, "architecture-specific"),
+            CHECK(st == DSWA_PTX_FIT_REFUSED && r.line == 8 &&
+                      strstr(r.message, "architecture-specific"),
                   "%s: %s", cases[i].insn, r.message);
         } else {
             CHECK(st == DSWA_PTX_FIT_OK, "%s: %s", cases[i].insn, r.message);
             if (st == DSWA_PTX_FIT_OK) {
-                CHECK(r.mma == (strncmp(cases[i].insn, "mma", 3) == 0), "%s: mma %ld", cases[i].insn, r.mma);
+                CHECK(r.mma == (strncmp(cases[i].insn, "mma", 3) == 0), "%s: mma %ld",
+                      cases[i].insn, r.mma);
                 CHECK(assemble(&r, cases[i].insn) == 0, "%s: ptxas failed", cases[i].insn);
             }
         }
@@ -309,7 +345,8 @@ static void test_arch_rules(void) {
                               ".entry k()\n{\n ret;\n}\n";
     dswa_ptx_fit_result r;
     dswa_ptx_fit_status st = fit(fam, sizeof fam - 1, 0, NULL, NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_OK && !strcmp(r.target_after, "sm_100") && strstr(r.text, ".target sm_100\n"),
+    CHECK(st == DSWA_PTX_FIT_OK && !strcmp(r.target_after, "sm_100") &&
+              strstr(r.text, ".target sm_100\n"),
           "%s", r.message);
     if (st == DSWA_PTX_FIT_OK) CHECK(assemble(&r, "sm_100f") == 0, "ptxas failed");
     dswa_ptx_fit_result_free(&r);
@@ -323,12 +360,14 @@ static void test_entries_and_errors(void) {
     char *in = slurp("two_entries.ptx", &len);
     st = fit(in, len, 1, NULL, NULL, 0, &r);
     CHECK(st == DSWA_PTX_FIT_BAD_INPUT && strstr(r.message, "several entries") &&
-          strstr(r.message, "first, second") && !strstr(r.message, "noop"), "%s", r.message);
+              strstr(r.message, "first, second") && !strstr(r.message, "noop"),
+          "%s", r.message);
     dswa_ptx_fit_result_free(&r);
     st = fit(in, len, 1, "first", NULL, 0, &r);
     CHECK(st == DSWA_PTX_FIT_OK && !strcmp(r.removed, "first_param_1") &&
-          strstr(r.text, ".entry first(.param .u64 .ptr .global .align 16 first_param_0)\n") &&
-          strstr(r.text, ".entry second(\n\t.param .u32 second_param_0,\n"), "%s", r.message);
+              strstr(r.text, ".entry first(.param .u64 .ptr .global .align 16 first_param_0)\n") &&
+              strstr(r.text, ".entry second(\n\t.param .u32 second_param_0,\n"),
+          "%s", r.message);
     if (st == DSWA_PTX_FIT_OK) {
         CHECK(assemble(&r, "two_entries.ptx first") == 0, "ptxas failed");
         check_idempotent(&r, 0, "two_entries");
@@ -338,7 +377,8 @@ static void test_entries_and_errors(void) {
     CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "second_param_1"), "%s", r.message);
     dswa_ptx_fit_result_free(&r);
     st = fit(in, len, 0, "noop", NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_BAD_INPUT && strstr(r.message, "no entry named 'noop'"), "%s", r.message);
+    CHECK(st == DSWA_PTX_FIT_BAD_INPUT && strstr(r.message, "no entry named 'noop'"), "%s",
+          r.message);
     dswa_ptx_fit_result_free(&r);
     free(in);
 
@@ -355,17 +395,26 @@ static void test_entries_and_errors(void) {
     dswa_ptx_fit_result_free(&r);
     free(in);
 
-    static const struct { const char *text; int keep; const char *arch; int align; const char *msg; } bad[] = {
+    static const struct {
+        const char *text;
+        int keep;
+        const char *arch;
+        int align;
+        const char *msg;
+    } bad[] = {
         {"", 0, NULL, 0, "not PTX"},
         {".version 8.0\n.address_size 64\n.entry k() { ret; }\n", 0, NULL, 0, "no .target"},
         {"// .version 8.0\n/* .target sm_90 */ .entry k() { ret; }\n", 0, NULL, 0, "no .version"},
         {".version 8.0\n.target sm_90\n.entry k(.param .u32 a,\n", 0, NULL, 0, "not closed"},
-        {".version 8.0\n.target sm_90\n.entry k(.param .u32 a) {\n ret;\n", 0, NULL, 0, "not closed"},
+        {".version 8.0\n.target sm_90\n.entry k(.param .u32 a) {\n ret;\n", 0, NULL, 0,
+         "not closed"},
         {".version 8.0\n.target sm_90\n}\n", 0, NULL, 0, "unmatched"},
-        {".version 8.0\n.target sm_90\n.entry k(.param .u32 a,, .param .u32 b) { ret; }\n", 0, NULL, 0, "empty"},
+        {".version 8.0\n.target sm_90\n.entry k(.param .u32 a,, .param .u32 b) { ret; }\n", 0, NULL,
+         0, "empty"},
         {".version 8.0\n.target sm_90\n.entry k(.param .u32) { ret; }\n", 0, NULL, 0, "no name"},
         {".version 8.0\n.target sm_90x\n.entry k() { ret; }\n", 0, NULL, 0, "unrecognised target"},
-        {".version 8.0\n.target sm_90\n.version 8.0\n.entry k() { ret; }\n", 0, NULL, 0, "second .version"},
+        {".version 8.0\n.target sm_90\n.version 8.0\n.entry k() { ret; }\n", 0, NULL, 0,
+         "second .version"},
         {".version 8.0\n.target sm_90\n.entry k() { ret; }\n", -1, NULL, 0, "--keep"},
         {".version 8.0\n.target sm_90\n.entry k() { ret; }\n", 0, "sm_90a", 0, "--arch"},
         {".version 8.0\n.target sm_90\n.entry k() { ret; }\n", 0, "compute_90", 0, "--arch"},
@@ -374,7 +423,8 @@ static void test_entries_and_errors(void) {
         {".version 8.0\n.target sm_90\n.entry k() { ret; }\n", 1, NULL, 0, "more than the 0"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        st = fit(bad[i].text, strlen(bad[i].text), bad[i].keep, NULL, bad[i].arch, bad[i].align, &r);
+        st =
+            fit(bad[i].text, strlen(bad[i].text), bad[i].keep, NULL, bad[i].arch, bad[i].align, &r);
         CHECK(st == DSWA_PTX_FIT_BAD_INPUT && r.message && strstr(r.message, bad[i].msg) && !r.text,
               "case %zu: status %d: %s", i, (int)st, r.message);
         dswa_ptx_fit_result_free(&r);
@@ -402,10 +452,12 @@ static void test_comments_and_shared(void) {
         "  .shared .f32 tile[16][2];\n"
         "  .shared .v4 .u32 quad[8], one;\n"
         "  .loc 1 2 3\n"
-        "  ld.param.u64 %rd1, [p0]; // ld.param.u64 %rd2, [p2]; setmaxnreg.inc.sync.aligned.u32 240;\n"
+        "  ld.param.u64 %rd1, [p0]; // ld.param.u64 %rd2, [p2]; "
+        "setmaxnreg.inc.sync.aligned.u32 240;\n"
         "  ld.param.u64 %rd2, [p1];\n"
         "L1: @!%p1 bra L1;\n"
-        "  /* p2 */ mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2,%r3,%r0},\n"
+        "  /* p2 */ mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%f1,%f2,%f3,%f4}, "
+        "{%r1,%r2,%r3,%r0},\n"
         "      {%r1,%r2}, {%f5,%f6,%f7,%f8};\n"
         "  { .reg .b32 inner; mov.b32 inner, 1; }\n"
         "  ret;\n"
@@ -422,7 +474,8 @@ static void test_comments_and_shared(void) {
               (unsigned long long)r.shared_bytes);
         CHECK(r.shared_dynamic == 1 && !strcmp(r.shared_dynamic_name, "dyn_smem"), "dynamic");
         CHECK(r.aligns_raised == 1 && strstr(r.text, ".align 16 p0 /* wgmma */,") &&
-              strstr(r.text, ".align 32 p1 // already more than 16\n)"), "%s", r.text);
+                  strstr(r.text, ".align 32 p1 // already more than 16\n)"),
+              "%s", r.text);
         CHECK(!strcmp(r.removed, "p2"), "removed %s", r.removed);
         CHECK(!strstr(r.text, "scratch, , )"), "the removed parameter's comment stays behind");
     }
@@ -431,21 +484,29 @@ static void test_comments_and_shared(void) {
 
 /* Cutting parameters keeps comments whole: never does a ')' end up inside one. */
 static void test_cut_and_comments(void) {
-    static const struct { const char *text; int keep; const char *want; } cases[] = {
+    static const struct {
+        const char *text;
+        int keep;
+        const char *want;
+    } cases[] = {
         {".version 8.0\n.target sm_90\n.entry k(.param .u32 a, // c\n  .param .u32 b )\n{ ret; }\n",
          1, ".entry k(.param .u32 a )\n"},
-        {".version 8.0\n.target sm_90\n.entry k(\n  .param .u32 a, // keep me\n  .param .u32 b // and b\n)\n{ ret; }\n",
+        {".version 8.0\n.target sm_90\n.entry k(\n  .param .u32 a, // keep me\n"
+         "  .param .u32 b // and b\n)\n{ ret; }\n",
          1, ".entry k(\n  .param .u32 a // keep me\n)\n"},
-        {".version 8.0\n.target sm_90\n.entry k(\n  .param .u32 a, /* x\n y */ .param .u32 b /* z\n */\n)\n{ ret; }\n",
+        {".version 8.0\n.target sm_90\n.entry k(\n  .param .u32 a, /* x\n y */ .param .u32 b "
+         "/* z\n */\n)\n{ ret; }\n",
          1, ".entry k(\n  .param .u32 a /* z\n */\n)\n"},
-        {".version 8.0\n.target sm_90\n.entry k(\n  .param .u32 a, /* x */ .param .u32 b\n)\n{ ret; }\n",
+        {".version 8.0\n.target sm_90\n.entry k(\n  .param .u32 a, /* x */ .param .u32 b\n)\n"
+         "{ ret; }\n",
          0, ".entry k(\n)\n"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         dswa_ptx_fit_result r;
-        dswa_ptx_fit_status st = fit(cases[i].text, strlen(cases[i].text), cases[i].keep, NULL, NULL, 0, &r);
-        CHECK(st == DSWA_PTX_FIT_OK && strstr(r.text, cases[i].want), "case %zu: %s\n%s", i, r.message,
-              r.text ? r.text : "");
+        dswa_ptx_fit_status st =
+            fit(cases[i].text, strlen(cases[i].text), cases[i].keep, NULL, NULL, 0, &r);
+        CHECK(st == DSWA_PTX_FIT_OK && strstr(r.text, cases[i].want), "case %zu: %s\n%s", i,
+              r.message, r.text ? r.text : "");
         if (st == DSWA_PTX_FIT_OK) {
             CHECK(assemble(&r, "cut") == 0, "case %zu: ptxas failed", i);
             check_idempotent(&r, 0, "cut");
@@ -458,7 +519,10 @@ static void test_cut_and_comments(void) {
    succeeds, a result that fits again unchanged. */
 static void test_fuzz_regressions(void) {
     DIR *d = opendir(fixtures);
-    if (!d) { CHECK(0, "cannot list %s", fixtures); return; }
+    if (!d) {
+        CHECK(0, "cannot list %s", fixtures);
+        return;
+    }
     struct dirent *e;
     int n = 0;
     while ((e = readdir(d)) != NULL) {
@@ -496,7 +560,8 @@ int main(void) {
         printf("ptxas (%s) assembled %d fitted results\n", ptxas, assembled);
     else
         printf("ptxas not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): assembling the "
-               "fitted results skipped (%d)\n", assemble_skipped);
+               "fitted results skipped (%d)\n",
+               assemble_skipped);
     free(ptxas);
     printf("test_ptx_fit: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;

@@ -79,13 +79,19 @@ static int ptxfit_opt(int argc, char **argv, int *i, const char *name, int has_v
     size_t n = strlen(name);
     if (strncmp(a, name, n) != 0 || (a[n] != '\0' && a[n] != '=')) return 0;
     if (!has_value) {
-        if (a[n] == '=') { ptxfit_usage("option %s takes no value", name); return -1; }
+        if (a[n] == '=') {
+            ptxfit_usage("option %s takes no value", name);
+            return -1;
+        }
         return 1;
     }
     if (a[n] == '=') {
         *val = a + n + 1;
     } else {
-        if (*i + 1 >= argc) { ptxfit_usage("option %s needs a value", name); return -1; }
+        if (*i + 1 >= argc) {
+            ptxfit_usage("option %s needs a value", name);
+            return -1;
+        }
         *val = argv[++*i];
     }
     return 1;
@@ -114,16 +120,25 @@ static int ptxfit_read(const char *path, char **buf, size_t *len) {
     }
     for (;;) {
         if (n == cap) {
-            if (cap > ((size_t)-1) / 2) { errno = EFBIG; goto fail; }
+            if (cap > ((size_t)-1) / 2) {
+                errno = EFBIG;
+                goto fail;
+            }
             char *nb = realloc(b, cap * 2);
-            if (!nb) { errno = ENOMEM; goto fail; }
+            if (!nb) {
+                errno = ENOMEM;
+                goto fail;
+            }
             b = nb;
             cap *= 2;
         }
         size_t k = fread(b + n, 1, cap - n, f);
         n += k;
         if (k == 0) {
-            if (ferror(f)) { if (!errno) errno = EIO; goto fail; }
+            if (ferror(f)) {
+                if (!errno) errno = EIO;
+                goto fail;
+            }
             break;
         }
     }
@@ -170,7 +185,10 @@ static int ptxfit_write(const char *path, const char *text, size_t len) {
     if (ok && fwrite(text, 1, len, f) != len) ok = 0;
     int e = errno;
     if (f && fclose(f) != 0) ok = 0;
-    if (ok && rename(tmp, path) != 0) { e = errno; ok = 0; }
+    if (ok && rename(tmp, path) != 0) {
+        e = errno;
+        ok = 0;
+    }
     if (!ok) {
         fprintf(stderr, "dswa ptx-fit: cannot write %s: %s\n", path, strerror(e ? e : EIO));
         unlink(tmp);
@@ -253,9 +271,11 @@ int dswa_cmd_ptx_fit(int argc, char **argv) {
     FILE *rep = (out_path && strcmp(out_path, "-")) ? stdout : stderr;
     fprintf(rep, "entry %s in %s: .version %s, target %s -> %s\n", r.entry, in_path, r.version,
             r.target_before, r.target_after);
-    fprintf(rep, "  signature before (%d parameter%s):\n", r.params_before, r.params_before == 1 ? "" : "s");
+    fprintf(rep, "  signature before (%d parameter%s):\n", r.params_before,
+            r.params_before == 1 ? "" : "s");
     ptxfit_print_sig(rep, r.sig_before, 4);
-    fprintf(rep, "  signature after (%d parameter%s):\n", r.params_after, r.params_after == 1 ? "" : "s");
+    fprintf(rep, "  signature after (%d parameter%s):\n", r.params_after,
+            r.params_after == 1 ? "" : "s");
     ptxfit_print_sig(rep, r.sig_after, 4);
     if (r.params_after < r.params_before)
         fprintf(rep, "  removed (never named by the body): %s\n", r.removed);
@@ -278,8 +298,9 @@ int dswa_cmd_ptx_fit(int argc, char **argv) {
     if (verify) {
         char *ptxas = dswa_ptxas_find();
         if (!ptxas) {
-            fprintf(rep, "  verify: skipped (no ptxas on PATH, in $CUDA_HOME/bin or "
-                         "/usr/local/cuda/bin)\n");
+            fprintf(rep,
+                    "  verify: skipped (no ptxas on PATH, in $CUDA_HOME/bin or "
+                    "/usr/local/cuda/bin)\n");
         } else {
             fflush(rep);
             char *err = NULL;
@@ -291,8 +312,10 @@ int dswa_cmd_ptx_fit(int argc, char **argv) {
                         err ? err : "cannot run ptxas");
                 rc = 1;
             } else {
-                fprintf(stderr, "dswa ptx-fit: verify: %s -arch=%s failed (exit %d; its messages "
-                        "are above); nothing written\n", ptxas, r.target_after, prc);
+                fprintf(stderr,
+                        "dswa ptx-fit: verify: %s -arch=%s failed (exit %d; its messages "
+                        "are above); nothing written\n",
+                        ptxas, r.target_after, prc);
                 rc = 1;
             }
             free(err);
@@ -300,7 +323,8 @@ int dswa_cmd_ptx_fit(int argc, char **argv) {
         }
     }
     if (rc == 0) {
-        if (ptxfit_write(out_path ? out_path : "-", r.text, r.len) != 0) rc = 1;
+        if (ptxfit_write(out_path ? out_path : "-", r.text, r.len) != 0)
+            rc = 1;
         else if (out_path && strcmp(out_path, "-"))
             fprintf(rep, "  wrote %s (%zu bytes)\n", out_path, r.len);
     }
