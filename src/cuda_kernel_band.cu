@@ -182,7 +182,7 @@ __device__ __forceinline__ void band_softmax(float s[BAND_NT][4], int warp, int 
     for (int r = 0; r < 2; r++) {
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-        l[r] = f / l[r];
+        l[r] = __fdividef(f, l[r]); /* l >= 1: the approximate divide is exact enough */
     }
 #pragma unroll
     for (int ln = 0; ln < BAND_NT; ln++) {

@@ -15,6 +15,7 @@
 #include "ptx_fit.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1545,53 +1546,80 @@ static int pf_err(char **err, const char *what, const char *path, int e) {
     return -1;
 }
 
+/* Reads up to 1 MiB of a file into a malloc'd string ("" when it is empty or unreadable). */
+static char *pf_read_small(const char *path) {
+    pf_buf b = {0};
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        char chunk[4096];
+        size_t k;
+        while (b.n < ((size_t)1 << 20) && (k = fread(chunk, 1, sizeof chunk, f)) > 0)
+            pf_putn(&b, chunk, k);
+        fclose(f);
+    }
+    return pf_take(&b);
+}
+
 int dswa_ptxas_assemble(const char *ptxas, const char *text, size_t len, const char *arch,
-                        char **err) {
-    if (err) *err = NULL;
+                        char **messages) {
+    if (messages) *messages = NULL;
     if (!ptxas || !text || !dswa_ptx_fit_arch_ok(arch))
-        return pf_err(err, "bad arguments", NULL, EINVAL);
+        return pf_err(messages, "bad arguments", NULL, EINVAL);
     const char *tmp = getenv("TMPDIR");
     if (!tmp || !*tmp) tmp = "/tmp";
     char *dir = pf_join(tmp, strlen(tmp), "dswa-ptx-fit-XXXXXX");
-    if (!dir) return pf_err(err, "out of memory", NULL, ENOMEM);
+    if (!dir) return pf_err(messages, "out of memory", NULL, ENOMEM);
     if (!mkdtemp(dir)) {
         int e = errno;
-        pf_err(err, "cannot create a directory in", tmp, e);
+        pf_err(messages, "cannot create a directory in", tmp, e);
         free(dir);
         return -1;
     }
     char *src = pf_join(dir, strlen(dir), "fit.ptx");
     char *obj = pf_join(dir, strlen(dir), "fit.cubin");
+    char *log = pf_join(dir, strlen(dir), "ptxas.log");
     pf_buf a = {0};
     pf_printf(&a, "-arch=%s", arch);
     char *archopt = pf_take(&a);
-    int rc = -1;
-    if (!src || !obj || !archopt) {
-        pf_err(err, "out of memory", NULL, ENOMEM);
+    int rc = -1, have_fa = 0;
+    posix_spawn_file_actions_t fa;
+    if (!src || !obj || !log || !archopt) {
+        pf_err(messages, "out of memory", NULL, ENOMEM);
         goto out;
     }
     FILE *fp = fopen(src, "wb");
     if (!fp) {
-        pf_err(err, "cannot write", src, errno);
+        pf_err(messages, "cannot write", src, errno);
         goto out;
     }
     size_t wr = fwrite(text, 1, len, fp);
     int e = errno;
     if (fclose(fp) != 0 || wr != len) {
-        pf_err(err, "cannot write", src, e ? e : EIO);
+        pf_err(messages, "cannot write", src, e ? e : EIO);
+        goto out;
+    }
+    /* ptxas's stdout and stderr go to a file, for the caller to show or not. */
+    int se = posix_spawn_file_actions_init(&fa);
+    if (se == 0) {
+        have_fa = 1;
+        se = posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    }
+    if (se == 0) se = posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    if (se != 0) {
+        pf_err(messages, "cannot set up", ptxas, se);
         goto out;
     }
     char *argv[] = {(char *)"ptxas", archopt, src, (char *)"-o", obj, NULL};
     pid_t pid;
-    int se = posix_spawn(&pid, ptxas, NULL, NULL, argv, environ);
+    se = posix_spawn(&pid, ptxas, &fa, NULL, argv, environ);
     if (se != 0) {
-        pf_err(err, "cannot run", ptxas, se);
+        pf_err(messages, "cannot run", ptxas, se);
         goto out;
     }
     int status;
     while (waitpid(pid, &status, 0) < 0) {
         if (errno != EINTR) {
-            pf_err(err, "waiting for", ptxas, errno);
+            pf_err(messages, "waiting for", ptxas, errno);
             goto out;
         }
     }
@@ -1599,13 +1627,20 @@ int dswa_ptxas_assemble(const char *ptxas, const char *text, size_t len, const c
         rc = WEXITSTATUS(status);
     else
         rc = 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    if (messages) {
+        *messages = pf_read_small(log);
+        if (!*messages) rc = pf_err(messages, "out of memory", NULL, ENOMEM);
+    }
 out:
+    if (have_fa) posix_spawn_file_actions_destroy(&fa);
     if (src) unlink(src);
     if (obj) unlink(obj);
+    if (log) unlink(log);
     rmdir(dir);
     free(archopt);
     free(src);
     free(obj);
+    free(log);
     free(dir);
     return rc;
 }

@@ -81,12 +81,12 @@ int dswa_ptx_fit_arch_ok(const char *arch);
    /usr/local/cuda/bin/ptxas. malloc'd; NULL when none is found (or out of memory). */
 char *dswa_ptxas_find(void);
 
-/* Assembles text[0..len) with `ptxas -arch=<arch>` into a scratch directory that is removed
-   afterwards; ptxas's messages go to this process's stderr. Returns ptxas's exit status
-   (0 = assembled), or -1 when it could not be run (with a message in *err, malloc'd, when
-   err is not NULL). */
+/* Assembles text[0..len) with `ptxas -arch=<arch>` in a scratch directory that is removed
+   afterwards. Returns ptxas's exit status (0 = assembled), or -1 when it could not be run.
+   *messages (when not NULL) receives, malloc'd, what ptxas printed (possibly ""), or why it
+   could not be run. */
 int dswa_ptxas_assemble(const char *ptxas, const char *text, size_t len, const char *arch,
-                        char **err);
+                        char **messages);
 
 #ifdef __cplusplus
 }

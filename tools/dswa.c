@@ -9,8 +9,12 @@ typedef struct command {
     const char *name;
     int (*run)(int argc, char **argv);   /* argv[0] is the subcommand's name */
     const char *summary;                 /* one line for `dswa --help` */
-    const char *help;                    /* the subcommand's own --help */
+    const char *help;                    /* the subcommand's own --help ... */
+    void (*print_help)(void);            /* ... or a function printing it to stdout */
 } command;
+
+int dswa_cmd_ptx_fit(int argc, char **argv); /* tools/ptx_fit_cmd.c */
+void dswa_help_ptx_fit(void);
 
 static const char bench_help[] =
     "usage: dswa bench [options]\n"
@@ -82,11 +86,13 @@ static const char version_help[] =
 
 /* Later subcommands (aot, ptx-fit) are added here. */
 static const command commands[] = {
-    {"bench", cmd_bench, "time the forward pass at SAME-L shapes (the main job)", bench_help},
+    {"bench", cmd_bench, "time the forward pass at SAME-L shapes (the main job)", bench_help, NULL},
     {"check", cmd_check, "quick self-test of the backends against the float64 reference",
-     check_help},
-    {"help", cmd_help, "print the help of the tool or of a subcommand", help_help},
-    {"version", cmd_version, "print the version", version_help},
+     check_help, NULL},
+    {"ptx-fit", dswa_cmd_ptx_fit, "make third-party PTX (e.g. Triton's) fit TensorRT's AOT plugin contract",
+     NULL, dswa_help_ptx_fit},
+    {"help", cmd_help, "print the help of the tool or of a subcommand", help_help, NULL},
+    {"version", cmd_version, "print the version", version_help, NULL},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 
@@ -99,7 +105,12 @@ static const command *find_command(const char *name) {
 void cli_print_help(const char *name, FILE *f) {
     const command *c = name ? find_command(name) : NULL;
     if (c) {
-        fputs(c->help, f);
+        if (c->print_help) {
+            fflush(f);
+            c->print_help();
+        } else {
+            fputs(c->help, f);
+        }
         return;
     }
     fprintf(f,

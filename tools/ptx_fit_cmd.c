@@ -197,6 +197,18 @@ static int ptxfit_write(const char *path, const char *text, size_t len) {
     return ok ? 0 : -1;
 }
 
+/* Prints each line of `text` (may be NULL) after `prefix`, so that ptxas's messages line up
+   with the report. The file path ptxas names is a scratch file, hence the prefix. */
+static void ptxfit_print_lines(FILE *f, const char *text, const char *prefix) {
+    const char *p = text ? text : "";
+    while (*p) {
+        const char *e = strchr(p, '\n');
+        size_t k = e ? (size_t)(e - p) : strlen(p);
+        if (k) fprintf(f, "%s%.*s\n", prefix, (int)k, p);
+        p += k + (e ? 1 : 0);
+    }
+}
+
 /* Prints a multi-line signature indented by `ind` spaces. */
 static void ptxfit_print_sig(FILE *f, const char *sig, int ind) {
     const char *p = sig;
@@ -302,23 +314,25 @@ int dswa_cmd_ptx_fit(int argc, char **argv) {
                     "  verify: skipped (no ptxas on PATH, in $CUDA_HOME/bin or "
                     "/usr/local/cuda/bin)\n");
         } else {
-            fflush(rep);
-            char *err = NULL;
-            int prc = dswa_ptxas_assemble(ptxas, r.text, r.len, r.target_after, &err);
+            char *msg = NULL;
+            int prc = dswa_ptxas_assemble(ptxas, r.text, r.len, r.target_after, &msg);
             if (prc == 0) {
                 fprintf(rep, "  verify: %s -arch=%s: ok\n", ptxas, r.target_after);
+                ptxfit_print_lines(rep, msg, "    ptxas: "); /* advisories, if any */
             } else if (prc < 0) {
                 fprintf(stderr, "dswa ptx-fit: verify: %s (nothing written)\n",
-                        err ? err : "cannot run ptxas");
+                        msg ? msg : "cannot run ptxas");
                 rc = 1;
             } else {
+                fflush(rep);
+                ptxfit_print_lines(stderr, msg, "");
                 fprintf(stderr,
-                        "dswa ptx-fit: verify: %s -arch=%s failed (exit %d; its messages "
-                        "are above); nothing written\n",
+                        "dswa ptx-fit: verify: %s -arch=%s failed (exit %d; its messages are "
+                        "above); nothing written\n",
                         ptxas, r.target_after, prc);
                 rc = 1;
             }
-            free(err);
+            free(msg);
             free(ptxas);
         }
     }
