@@ -120,3 +120,41 @@ fuzz:
 	    -rss_limit_mb=2048 -dict=fuzz/ptx.dict -artifact_prefix=$(BUILD)/fuzz/ -print_final_stats=1 \
 	    $(BUILD)/fuzz/corpus tests/fixtures
 # ==== end of fuzz ================================================================================
+
+# ---- AOT PTX ------------------------------------------------------------------------------------
+# The kernels as PTX for TensorRT's AOT plugin path (src/aot_export.c; `dswa aot`): for each
+# architecture in AOT_ARCHS, `nvcc -ptx` of both kernel families with the library's own device
+# flags (NVFLAGS without -gencode, so EXTRA_NVFLAGS variants export what they run), split into
+# one module per entry and embedded in the library as C strings by scripts/ptx_embed.c, so that
+# exporting needs no CUDA toolkit at run time. Only nvcc's front end runs (no ptxas): ~2 s per
+# file and architecture. BAND_STRIP is read from the preprocessed band kernel, so the exported
+# grid formula follows the source. Without nvcc none of this is built and the dswa_aot_*
+# functions return DSWA_ERR_UNSUPPORTED. AOT_ARCHS does not follow GPU_ARCH: exports are for
+# other machines.
+AOT_ARCHS ?= 80 86 89 90 100 120
+AOT_DIR   := $(BUILD)/aot
+$(BUILD)/obj/aot_export.o: src/aot_ptx.h $(wildcard src/*.cuh)
+ifneq ($(HAVE_CUDA),)
+AOT_NVFLAGS := $(filter-out -gencode=%,$(NVFLAGS))
+AOT_DEPS  := include/dswa.h src/internal.h $(wildcard src/*.cuh)
+AOT_PTX   := $(foreach a,$(AOT_ARCHS),$(AOT_DIR)/band_sm$(a).ptx $(AOT_DIR)/wide_sm$(a).ptx)
+
+$(AOT_DIR)/band_sm%.ptx: src/cuda_kernel_band.cu $(AOT_DEPS) | $(AOT_DIR)
+	$(NVCC) $(AOT_NVFLAGS) -ptx -arch=compute_$* $< -o $@
+$(AOT_DIR)/wide_sm%.ptx: src/cuda_kernel_wide.cu $(AOT_DEPS) | $(AOT_DIR)
+	$(NVCC) $(AOT_NVFLAGS) -ptx -arch=compute_$* $< -o $@
+$(AOT_DIR)/band_strip.i: src/cuda_kernel_band.cu $(AOT_DEPS) | $(AOT_DIR)
+	printf '#include "cuda_kernel_band.cu"\ndswa_aot_band_strip = BAND_STRIP;\n' > $(AOT_DIR)/band_strip.cu
+	$(NVCC) $(AOT_NVFLAGS) -E -arch=compute_$(firstword $(AOT_ARCHS)) $(AOT_DIR)/band_strip.cu -o $@
+$(AOT_DIR)/ptx_embed: scripts/ptx_embed.c | $(AOT_DIR)
+	$(CC) -O2 -std=c11 $(WARN) -D_POSIX_C_SOURCE=200809L -o $@ $<
+$(AOT_DIR)/aot_ptx_data.c: $(AOT_DIR)/ptx_embed $(AOT_DIR)/band_strip.i $(AOT_PTX)
+	$(AOT_DIR)/ptx_embed $@ $(AOT_DIR)/band_strip.i \
+	    $(foreach a,$(AOT_ARCHS),band $(a) $(AOT_DIR)/band_sm$(a).ptx wide $(a) $(AOT_DIR)/wide_sm$(a).ptx)
+$(BUILD)/obj/aot_ptx_data.o: $(AOT_DIR)/aot_ptx_data.c src/aot_ptx.h | $(BUILD)/obj
+	$(CC) $(CFLAGS) -c $< -o $@
+$(BUILD)/libdswa.a $(BUILD)/libdswa.so: $(BUILD)/obj/aot_ptx_data.o
+endif
+$(AOT_DIR):
+	mkdir -p $@
+# ---- end of AOT PTX -----------------------------------------------------------------------------

@@ -90,6 +90,85 @@ double dswa_useful_flops(const dswa_problem *p);
 /* 1 when this build contains the CUDA backend and a device is visible, else 0. */
 int dswa_cuda_available(void);
 
+/* ---- AOT export for TensorRT ------------------------------------------------------- */
+/* The CUDA kernels as TensorRT's AOT plugin path (tensorrt.plugin.aot_impl) wants them: PTX
+   text with a plain `.target sm_XX` and the lowest `.version` the target and the instructions
+   allow, one entry per module, taking its arguments in TensorRT's order (input pointers q, k,
+   v; then 20 int32 extras; then the output pointer), and the launch geometry as formulas of
+   B (batch), N (sequence length), H (output heads; inputs hold 2H) and D (= 64). The PTX was
+   produced by nvcc when the library was built and is embedded in it: exporting needs no CUDA
+   toolkit. It is the code the library itself runs (same source, flags and entry). Exported
+   architectures: sm_80, sm_86, sm_89, sm_90, sm_100, sm_120 (PTX JIT-compiles forward, so the
+   closest one below a newer GPU also runs there). A build without nvcc has no PTX: every
+   function below then returns DSWA_ERR_UNSUPPORTED. */
+
+typedef enum dswa_aot_param_kind {
+    DSWA_AOT_INPUT = 0,   /* a device pointer TensorRT passes first (q, k, v)      */
+    DSWA_AOT_EXTRA = 1,   /* an int32 scalar: TensorRT's "extra" arguments          */
+    DSWA_AOT_OUTPUT = 2,  /* a device pointer TensorRT passes last (out)            */
+} dswa_aot_param_kind;
+
+typedef struct dswa_aot_param {
+    const char *name;          /* the kernel's parameter name: "q", "n", "wl", "q_sb", ..., "out" */
+    dswa_aot_param_kind kind;
+    const char *meaning;       /* what it is and what it is computed from */
+    /* Extras: the value as a formula of B, N, H, D (and WL, WR for a window-free export) for
+       contiguous SAME-L tensors: Q, K, V (B, N, 2H, D), out (B, N, H, D). "float_bits(x)" is
+       the int32 whose bits are the fp32 x. Pointers: the tensor's shape. */
+    const char *expr;
+    const char *expr_shared_v; /* the same when V is (B, N, H, D), shared by both pairs */
+    int32_t value;             /* extras of dswa_aot_kernel_for: the value for its problem */
+} dswa_aot_param;
+
+#define DSWA_AOT_MAX_PARAMS 24
+
+typedef struct dswa_aot_info {
+    const char *kernel_name;   /* the PTX .entry, e.g. "dswa_fwd_bf16" */
+    const char *family;        /* "band" (window_left + window_right <= max_span) or "wide" (any) */
+    int max_span;              /* band: the largest window_left + window_right it takes; wide: -1 */
+    const char *target;        /* "sm_90": the plain .target written */
+    const char *ptx;           /* the module: NUL-terminated PTX text, owned by this info */
+    size_t ptx_size;           /* strlen(ptx) */
+    int ptx_isa_major, ptx_isa_minor;          /* the .version written */
+    int ptx_isa_min_major, ptx_isa_min_minor;  /* the lowest the target and instructions allow */
+    const char *ptx_isa_min_reason;            /* why, e.g. "target sm_90 (PTX ISA 7.8 introduced it)" */
+    int toolkit_isa_major, toolkit_isa_minor;  /* the .version nvcc stamped at build time */
+    dswa_dtype dtype;
+    dswa_math math;            /* f32: DSWA_MATH_TF32 (the CUDA backend's f32 math) */
+    int head_dim;              /* 64: the only head_dim the kernels take */
+    int32_t window_left, window_right; /* as asked for; -1 when the export is for any window */
+    int n_params, n_inputs, n_extras, n_outputs;  /* 24 = 3 + 20 + 1 */
+    dswa_aot_param params[DSWA_AOT_MAX_PARAMS];   /* in launch order */
+    unsigned block[3];                  /* threads per block: 128, 1, 1 */
+    unsigned shared_bytes;              /* static shared memory the PTX declares (<= 48 KB) */
+    unsigned dynamic_shared_bytes;      /* 0: the launch passes no dynamic shared memory */
+    const char *grid[3];       /* grid x, y, z as formulas of B, N, H ("//" is floor division) */
+    int tile, strip;           /* grid.x = ceil(ceil(N / tile) / strip) */
+    int has_problem;           /* 1 after dswa_aot_kernel_for: values and grid_dims are filled */
+    unsigned grid_dims[3];     /* the grid for that problem */
+    void *storage_;            /* private: what the strings and the PTX live in */
+} dswa_aot_info;
+
+/* The kernel for any window (the wide family), for `arch` ("sm_80" ... "sm_120"; "90" also
+   reads as sm_90), dtype and math. DSWA_MATH_FP32 with f32 is DSWA_ERR_UNSUPPORTED (the CUDA
+   backend implements TF32 only); an unknown arch, dtype or math is DSWA_ERR_INVALID_ARGUMENT
+   with a message listing what exists. On success *out owns memory: release it with
+   dswa_aot_info_free. On failure *out is zeroed (freeing it is harmless). */
+dswa_status dswa_aot_kernel(const char *arch, dswa_dtype dtype, dswa_math math, dswa_aot_info *out);
+/* The kernel the library launches for these windows whenever N > max(window_left,
+   window_right): the band family when window_left + window_right <= 48, else the wide one. */
+dswa_status dswa_aot_kernel_window(const char *arch, dswa_dtype dtype, dswa_math math,
+                                   int32_t window_left, int32_t window_right, dswa_aot_info *out);
+/* Exactly the kernel dswa_forward_cuda launches for *p (windows clamped to N - 1 first), with
+   every extra's value and the grid for p filled in. p is checked as dswa_forward_cuda checks
+   it (pointers aside: TensorRT's are 256-byte aligned), so the same refusals apply. */
+dswa_status dswa_aot_kernel_for(const char *arch, const dswa_problem *p, dswa_aot_info *out);
+/* Rewrites the module's .version to `isa` ("X.Y"). Refused (DSWA_ERR_INVALID_ARGUMENT, with
+   a message naming the target or the instruction) when it is below the lowest the target and
+   the instructions allow, or above the version the kernels were compiled with. */
+dswa_status dswa_aot_set_ptx_isa(dswa_aot_info *info, const char *isa);
+void dswa_aot_info_free(dswa_aot_info *info);
+
 #ifdef __cplusplus
 }
 #endif

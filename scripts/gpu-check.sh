@@ -25,6 +25,7 @@ tail -n 20 "$out/ptxas.txt"
 
 step "tests"
 make GPU_ARCH="$arch" test; test_rc=$?
+cat build/test-logs/*.log > "$out/test-logs.txt" 2>/dev/null
 
 step "compute-sanitizer (small shapes)"
 san_rc=0

@@ -1,33 +1,56 @@
 /* CPU backend: out[b,i,h,:] = A_0 - lambda * A_1, where A_p is softmax attention of query i
  * over its key window J(i) for pair p (the math is in include/dswa.h), in fp32 arithmetic.
  *
- * Shape. OpenMP splits (batch, block of QB queries, head) statically. A task gathers its
- * queries and walks their key range in tiles of KT rows, converting everything into
- * thread-local fp32 scratch, so strides, f16 and bf16 are dealt with in one place and the hot
- * loops see dense rows. Queries go 16 at a time with the query as the vector lane (Q is
- * transposed once per task): the scores of a chunk form a [key][16] block, so the softmax
- * (masked max, exp, sum) runs down columns with no horizontal reductions and no per-query
- * loop overhead. P.V then runs per query over exactly its window, accumulating along D in
- * registers. Softmax is online across tiles; at SAME-L a block's keys fit one tile. Both
- * pairs are kept per query and subtracted at the end.
+ * Shape. A task is (batch, block of QB queries, head); OpenMP hands them out heads fastest,
+ * in dynamic chunks of consecutive tasks. A task gathers its queries and walks their key
+ * range in tiles of KT rows, converting everything into thread-local fp32 scratch, so
+ * strides, f16 and bf16 are dealt with in one place and the hot loops see dense rows.
+ * Queries go 16 at a time with the query as the vector lane (Q is transposed once per task):
+ * the scores of a chunk form a [key][16] block, so the softmax (masked max, exp, sum) runs
+ * down columns with no horizontal reductions and no per-query loop overhead. P.V then runs
+ * per query over exactly its window, accumulating along D in registers. Softmax is online
+ * across tiles; at SAME-L a block's keys fit one tile. Both pairs are kept per query and
+ * subtracted at the end.
  *
  * NaN containment: a lane's masked scores are replaced by selection, never multiplied by
  * zero, and a query reads only the V rows of its own window, so a NaN in K, V or Q reaches
  * exactly the outputs whose window contains it.
  *
- * The library is built without -march, so the task function is compiled three times
- * (target_clones: AVX-512, AVX2, baseline) and the loader picks one per machine.
+ * Instruction sets. The library is built without -march, so the task is compiled three times,
+ * for AVX-512, AVX2+FMA and the baseline (SSE2 on x86-64, or whatever the target is), and
+ * picked at run time. The two matrix kernels use GCC/Clang vector types of exactly the
+ * register width of each build (wider ones are split through memory, 10x slower); the rest
+ * is left to the auto-vectorizer.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <omp.h>
 #include "internal.h"
 
-/* Helpers must be inlined into each clone of run_task to get its instruction set. */
-#define HOT static inline __attribute__((always_inline))
+/* Everything a task calls is inlined into it, so each instruction-set build of the task gets
+   its own code. GCC keeps multiply-add contraction off under -std=c11; it is turned back on
+   for these functions so that the AVX2/AVX-512 builds fuse them (about 10% at SAME-L, and
+   results only get more accurate). Clang contracts within an expression by default. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define FAST_FP __attribute__((optimize("fp-contract=fast")))
+#else
+#define FAST_FP
+#endif
+#define HOT static inline __attribute__((always_inline)) FAST_FP
 
-#define LANES 16   /* queries per chunk: one AVX-512 register of fp32 */
-#define KSTEP 4    /* keys per score micro-tile: 4 accumulators in flight */
+#if defined(__x86_64__) || defined(__i386__)
+#define HAVE_X86_BUILDS 1
+#endif
+
+HOT float as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+HOT uint32_t as_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+#define LANES 16       /* queries per chunk */
+#define KSTEP_MAX 8    /* largest keys-per-micro-tile of the kernels below */
+
+typedef float vf4 __attribute__((vector_size(16)));
+typedef float vf8 __attribute__((vector_size(32)));
+typedef float vf16 __attribute__((vector_size(64)));
 
 typedef struct cpu_plan {
     const dswa_problem *p;
@@ -42,34 +65,32 @@ typedef struct cpu_plan {
 
 /* One thread's scratch, carved out of a single allocation made before any output is written. */
 typedef struct cpu_scratch {
-    float *qt[2];   /* QB x Dp          Q, per chunk of LANES queries as [d][lane]   */
-    float *acc[2];  /* QB x Dp          unnormalised sum of exp * V, per query       */
-    float *m[2];    /* QB               running max of the scores                    */
-    float *l[2];    /* QB               running sum of exp                           */
-    float *k[2];    /* (KT + KSTEP) x Dp  K tile rows (a micro-tile may overhang)    */
-    float *v[2];    /* KT x Dp          V tile rows (v[1] == v[0] when shared)       */
-    float *s;       /* (KT + KSTEP) x LANES  scores, then weights, of one chunk      */
-    float *rows;    /* LANES x Dp       Q rows on their way to qt; one output row    */
+    float *qt[2];   /* QB x Dp              Q, per chunk of LANES queries as [d][lane] */
+    float *acc[2];  /* QB x Dp              unnormalised sum of exp * V, per query     */
+    float *m[2];    /* QB                   running max of the scores                  */
+    float *l[2];    /* QB                   running sum of exp                         */
+    float *k[2];    /* (KT + KSTEP_MAX) x Dp  K tile rows (a micro-tile may overhang)  */
+    float *v[2];    /* KT x Dp              V tile rows (v[1] == v[0] when shared)     */
+    float *s;       /* (KT + KSTEP_MAX) x LANES  scores, then weights, of one chunk    */
+    float *rows;    /* LANES x Dp           Q rows on their way to qt; an output row   */
 } cpu_scratch;
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-/* Lays the scratch out (base != NULL) and returns its size in floats. */
+/* Points sc into base (which may be NULL, to size it) and returns the size in floats. */
 static size_t carve(cpu_scratch *sc, const cpu_plan *P, float *base) {
     const size_t QB = (size_t)P->QB, KT = (size_t)P->KT, Dp = (size_t)P->Dp;
-    const size_t sizes[12] = {QB * Dp, QB * Dp, QB, QB, (KT + KSTEP) * Dp, KT * Dp,
-                              QB * Dp, QB * Dp, QB, QB, (KT + KSTEP) * Dp, KT * Dp};
-    float **slots[12] = {&sc->qt[0], &sc->acc[0], &sc->m[0], &sc->l[0], &sc->k[0], &sc->v[0],
-                         &sc->qt[1], &sc->acc[1], &sc->m[1], &sc->l[1], &sc->k[1], &sc->v[1]};
+    const size_t sizes[14] = {QB * Dp, QB * Dp, QB, QB, (KT + KSTEP_MAX) * Dp, KT * Dp,
+                              QB * Dp, QB * Dp, QB, QB, (KT + KSTEP_MAX) * Dp, KT * Dp,
+                              (KT + KSTEP_MAX) * LANES, LANES * Dp};
+    float **slots[14] = {&sc->qt[0], &sc->acc[0], &sc->m[0], &sc->l[0], &sc->k[0], &sc->v[0],
+                         &sc->qt[1], &sc->acc[1], &sc->m[1], &sc->l[1], &sc->k[1], &sc->v[1],
+                         &sc->s, &sc->rows};
     size_t off = 0;
-    for (int t = 0; t < 12; t++) {
-        if (base) *slots[t] = base + off;
+    for (int t = 0; t < 14; t++) {
+        *slots[t] = base ? base + off : NULL;
         off += round16(sizes[t]);
     }
-    if (base) sc->s = base + off;
-    off += round16((KT + KSTEP) * LANES);
-    if (base) sc->rows = base + off;
-    off += round16(LANES * Dp);
     return off;
 }
 
@@ -82,9 +103,9 @@ static size_t carve(cpu_scratch *sc, const cpu_plan *P, float *base) {
 HOT float f16_to_f32(uint16_t h) {
     const uint32_t o = (uint32_t)(h & 0x7fffu) << 13, e = o & 0x0f800000u;
     const uint32_t n = o + (112u << 23) + (e == 0x0f800000u ? 112u << 23 : 0u);
-    const float sub = dswa_bits_to_f32(n + (1u << 23)) - 6.103515625e-05f;
-    const float f = e == 0 ? sub : dswa_bits_to_f32(n);
-    return dswa_bits_to_f32(dswa_f32_to_bits(f) | ((uint32_t)(h & 0x8000u) << 16));
+    const float sub = as_float(n + (1u << 23)) - 6.103515625e-05f;
+    const float f = e == 0 ? sub : as_float(n);
+    return as_float(as_bits(f) | ((uint32_t)(h & 0x8000u) << 16));
 }
 
 /* One row of D elements at element stride sd, converted to fp32, zero-padded to Dp. */
@@ -107,47 +128,66 @@ HOT void load_row(float *restrict dst, const void *base, int64_t off, int64_t sd
         else for (int d = 0; d < D; d++) dst[d] = f16_to_f32(s[d * sd]);
     } else {
         const uint16_t *restrict s = (const uint16_t *)base + off;
-        if (sd == 1) for (int d = 0; d < D; d++) dst[d] = dswa_bf16_to_f32(s[d]);
-        else for (int d = 0; d < D; d++) dst[d] = dswa_bf16_to_f32(s[d * sd]);
+        if (sd == 1) for (int d = 0; d < D; d++) dst[d] = as_float((uint32_t)s[d] << 16);
+        else for (int d = 0; d < D; d++) dst[d] = as_float((uint32_t)s[d * sd] << 16);
     }
     for (int d = D; d < Dp; d++) dst[d] = 0.0f;
 }
 
-/* dst[c * ldd + r] = src[r * lds + c] for a 16 x 16 block: four rounds of swapping the
-   off-diagonal k x k sub-blocks (k = 8, 4, 2, 1), each a two-register shuffle, instead of
-   256 scalar stores. Generic vectors, so every clone gets its own instructions. */
-typedef float v16f __attribute__((vector_size(64)));
-typedef int32_t v16i __attribute__((vector_size(64)));
+/* dst[c * ldd + r] = src[r * lds + c] for a 16 x 16 block. The AVX-512 build does four rounds
+   of swapping the off-diagonal k x k sub-blocks (k = 8, 4, 2, 1), each a two-register
+   shuffle, instead of 256 scalar stores; narrower builds copy element by element (16-wide
+   vectors would be split through memory there). */
+#if defined(__clang__)
+#define SHUFFLE2(x, y, ...) __builtin_shufflevector(x, y, __VA_ARGS__)
+#else
+typedef int32_t vi16 __attribute__((vector_size(64)));
+#define SHUFFLE2(x, y, ...) __builtin_shuffle(x, y, (vi16){__VA_ARGS__})
+#endif
 
-HOT void transpose16(const float *src, size_t lds, float *dst, size_t ldd) {
-    v16f a[16];
-    for (int r = 0; r < 16; r++) memcpy(&a[r], src + (size_t)r * lds, sizeof(v16f));
+HOT void transpose16(int W, const float *src, size_t lds, float *dst, size_t ldd) {
+    if (W != 16) {
+        for (int r = 0; r < 16; r++)
+            for (int c = 0; c < 16; c++) dst[(size_t)c * ldd + r] = src[(size_t)r * lds + c];
+        return;
+    }
+    vf16 a[16];
+    for (int r = 0; r < 16; r++) memcpy(&a[r], src + (size_t)r * lds, sizeof(vf16));
+    /* Round k pairs rows i and i + k: lo[c] = c&k ? y[c-k] : x[c], hi[c] = c&k ? y[c] : x[c+k],
+       with the indices of y counted from 16. */
 #define SWAP_ROUND(k, LO, HI)                                                                 \
     for (int i = 0; i < 16; i++)                                                              \
         if (!(i & (k))) {                                                                     \
-            const v16f x = a[i], y = a[i + (k)];                                              \
-            a[i] = __builtin_shuffle(x, y, LO);                                               \
-            a[i + (k)] = __builtin_shuffle(x, y, HI);                                         \
+            const vf16 x = a[i], y = a[i + (k)];                                              \
+            a[i] = SHUFFLE2(x, y, LO);                                                        \
+            a[i + (k)] = SHUFFLE2(x, y, HI);                                                  \
         }
-    /* lo[c] = c&k ? y[c-k] : x[c];  hi[c] = c&k ? y[c] : x[c+k] */
-    const v16i lo8 = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
-    const v16i hi8 = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
-    const v16i lo4 = {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27};
-    const v16i hi4 = {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31};
-    const v16i lo2 = {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29};
-    const v16i hi2 = {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31};
-    const v16i lo1 = {0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30};
-    const v16i hi1 = {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31};
-    SWAP_ROUND(8, lo8, hi8)
-    SWAP_ROUND(4, lo4, hi4)
-    SWAP_ROUND(2, lo2, hi2)
-    SWAP_ROUND(1, lo1, hi1)
+#define L8 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23
+#define H8 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
+#define L4 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27
+#define H4 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31
+#define L2 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29
+#define H2 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
+#define L1 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30
+#define H1 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
+    SWAP_ROUND(8, L8, H8)
+    SWAP_ROUND(4, L4, H4)
+    SWAP_ROUND(2, L2, H2)
+    SWAP_ROUND(1, L1, H1)
 #undef SWAP_ROUND
-    for (int c = 0; c < 16; c++) memcpy(dst + (size_t)c * ldd, &a[c], sizeof(v16f));
+#undef L8
+#undef H8
+#undef L4
+#undef H4
+#undef L2
+#undef H2
+#undef L1
+#undef H1
+    for (int c = 0; c < 16; c++) memcpy(dst + (size_t)c * ldd, &a[c], sizeof(vf16));
 }
 
 HOT void store_row(void *base, int64_t off, int64_t sd, const float *src, int D,
-                             dswa_dtype dt) {
+                   dswa_dtype dt) {
     if (dt == DSWA_F32) {
         float *o = (float *)base + off;
         for (int d = 0; d < D; d++) o[d * sd] = src[d];
@@ -162,13 +202,17 @@ HOT void store_row(void *base, int64_t off, int64_t sd, const float *src, int D,
 
 /* ---- arithmetic kernels ---------------------------------------------------------------- */
 
-/* exp(x) for x <= 0 (scores minus their max), written so that loops over it vectorize:
-   Cody-Waite reduction to r in [-ln2/2, ln2/2], the Cephes expf polynomial (about 1 ulp),
-   and 2^k built from the bits of the rounding shift. NaN stays NaN (it flows through the
-   polynomial); below -87 the result is 0, where expf would give a denormal or 0, both
-   negligible next to the max term's 1. */
+/* exp(x) for x <= 0 (scores minus their max), written so that loops over it vectorize on
+   every target: Cody-Waite reduction to r in [-ln2/2, ln2/2], the Cephes expf polynomial
+   (about 1 ulp), and 2^k built from the bits of the rounding shift. Below -87 (and at -inf)
+   the result is 0, where expf would give a denormal or 0, both negligible next to the max
+   term's 1. NaN stays NaN (it is not "tiny" and flows through the polynomial). The test is
+   on the bits and the selects are bit masks: with a float compare, or a select that GCC can
+   split into two paths, the loops calling this do not vectorize on AVX2 (trapping math). */
 HOT float exp_nonpos(float x) {
-    const float xc = x < -87.0f ? -87.0f : x;
+    const uint32_t u = as_bits(x);
+    const uint32_t tiny = 0u - (uint32_t)((u > 0xc2ae0000u) & (u <= 0xff800000u)); /* x < -87 */
+    const float xc = as_float((u & ~tiny) | (as_bits(-87.0f) & tiny));
     const float shift = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
     const float ks = xc * 1.44269504088896341f + shift;
     const float k = ks - shift;
@@ -181,60 +225,139 @@ HOT float exp_nonpos(float x) {
     y = y * r + 1.6666665459e-1f;
     y = y * r + 5.0000001201e-1f;
     y = y * r * r + r + 1.0f;
-    const uint32_t pb = (dswa_f32_to_bits(ks) - 0x4b400000u + 127u) << 23; /* 2^k, k in [-126, 0] */
-    const float e = y * dswa_bits_to_f32(pb);
-    return x < -87.0f ? 0.0f : e;
+    const float e = y * as_float((as_bits(ks) - 0x4b400000u + 127u) << 23); /* y * 2^k */
+    return as_float(as_bits(e) & ~tiny);
 }
 
-/* Scores of one chunk: s[j][u] = scale * <q_u, k_j> for nk4 (a multiple of KSTEP) keys. qt
-   is the chunk's Q as [d][lane]; k holds key rows at stride ldk. Lanes are the vector axis,
-   and KSTEP keys share each load of qt[d]. Written with generic vectors (v16f) so that the
-   accumulators stay in registers whatever the surrounding code does to the allocator. */
-HOT void scores_chunk(const float *qt, const float *k, size_t ldk, int D, int nk4, float scale,
-                      float *s) {
-    for (int j = 0; j < nk4; j += KSTEP) {
-        const float *k0 = k + (size_t)j * ldk, *k1 = k0 + ldk, *k2 = k1 + ldk, *k3 = k2 + ldk;
-        v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-        for (int d = 0; d < D; d++) {
-            v16f qv;
-            memcpy(&qv, qt + (size_t)d * LANES, sizeof qv);
-            a0 += k0[d] * qv;
-            a1 += k1[d] * qv;
-            a2 += k2[d] * qv;
-            a3 += k3[d] * qv;
-        }
-        a0 *= scale; a1 *= scale; a2 *= scale; a3 *= scale;
-        float *sj = s + (size_t)j * LANES;
-        memcpy(sj, &a0, sizeof a0);
-        memcpy(sj + LANES, &a1, sizeof a1);
-        memcpy(sj + 2 * LANES, &a2, sizeof a2);
-        memcpy(sj + 3 * LANES, &a3, sizeof a3);
-    }
+/* Float bits mapped to int32 so that integer order is float order (-0 just below +0, NaNs
+   at the two ends); the map is its own inverse. Lets the masked max vectorize as an integer
+   max, since float compares feeding selects do not vectorize on AVX2 under GCC's defaults. */
+HOT int32_t order_key(float f) {
+    const uint32_t b = as_bits(f);
+    return (int32_t)(b ^ ((0u - (b >> 31)) & 0x7fffffffu));
 }
+HOT float from_order_key(int32_t k) {
+    const uint32_t b = (uint32_t)k;
+    return as_float(b ^ ((0u - (b >> 31)) & 0x7fffffffu));
+}
+
+/* ---- the two matrix kernels, per vector width W (floats per register) ------------------
+
+   scores_chunk: s[j][u] = scale * <q_u, k_j> for nk (a multiple of KSTEP) keys, where qt is
+   the chunk's Q as [d][lane] and k holds key rows at stride ldk. The lanes are the vector
+   axis; KSTEP keys share each load of qt[d], and KSTEP * 16 / W = 8 accumulators stay in
+   registers (enough independent chains to hide the multiply-add latency).
+
+   pv_row: acc[0:Dp] += sum_j e[j * es] * V[j, 0:Dp] over n rows, 64 columns at a time in
+   64 / W register accumulators; Dp is a multiple of 16. */
+#define DEFINE_KERNELS(W)                                                                     \
+    enum { KSTEP_##W = W / 2 };                                                               \
+    HOT void scores_chunk_##W(const float *qt, const float *k, size_t ldk, int D, int nk,     \
+                              float scale, float *s) {                                        \
+        enum { NV = LANES / W, KS = KSTEP_##W };                                              \
+        for (int j = 0; j < nk; j += KS) {                                                    \
+            const float *kj = k + (size_t)j * ldk;                                            \
+            vf##W a[KS][NV];                                                                  \
+            for (int t = 0; t < KS; t++)                                                      \
+                for (int c = 0; c < NV; c++) a[t][c] = (vf##W){0};                            \
+            for (int d = 0; d < D; d++) {                                                     \
+                vf##W qv[NV];                                                                 \
+                for (int c = 0; c < NV; c++)                                                  \
+                    memcpy(&qv[c], qt + (size_t)d * LANES + c * W, sizeof(vf##W));            \
+                for (int t = 0; t < KS; t++) {                                                \
+                    const float x = kj[(size_t)t * ldk + (size_t)d];                          \
+                    for (int c = 0; c < NV; c++) a[t][c] += x * qv[c];                        \
+                }                                                                             \
+            }                                                                                 \
+            for (int t = 0; t < KS; t++)                                                      \
+                for (int c = 0; c < NV; c++) {                                                \
+                    const vf##W r = a[t][c] * scale;                                          \
+                    memcpy(s + (size_t)(j + t) * LANES + c * W, &r, sizeof r);                \
+                }                                                                             \
+        }                                                                                     \
+    }                                                                                         \
+    HOT void pv_row_##W(float *acc, const float *e, size_t es, const float *v, size_t ldv,    \
+                        int n, int Dp) {                                                      \
+        int dc = 0;                                                                           \
+        for (; dc + 64 <= Dp; dc += 64) {                                                     \
+            vf##W a[64 / W];                                                                  \
+            for (int c = 0; c < 64 / W; c++) memcpy(&a[c], acc + dc + c * W, sizeof(vf##W));  \
+            for (int j = 0; j < n; j++) {                                                     \
+                const float w = e[(size_t)j * es];                                            \
+                const float *vr = v + (size_t)j * ldv + dc;                                   \
+                for (int c = 0; c < 64 / W; c++) {                                            \
+                    vf##W x;                                                                  \
+                    memcpy(&x, vr + c * W, sizeof x);                                         \
+                    a[c] += w * x;                                                            \
+                }                                                                             \
+            }                                                                                 \
+            for (int c = 0; c < 64 / W; c++) memcpy(acc + dc + c * W, &a[c], sizeof(vf##W));  \
+        }                                                                                     \
+        for (; dc < Dp; dc += 16) {                                                           \
+            vf##W a[16 / W];                                                                  \
+            for (int c = 0; c < 16 / W; c++) memcpy(&a[c], acc + dc + c * W, sizeof(vf##W));  \
+            for (int j = 0; j < n; j++) {                                                     \
+                const float w = e[(size_t)j * es];                                            \
+                const float *vr = v + (size_t)j * ldv + dc;                                   \
+                for (int c = 0; c < 16 / W; c++) {                                            \
+                    vf##W x;                                                                  \
+                    memcpy(&x, vr + c * W, sizeof x);                                         \
+                    a[c] += w * x;                                                            \
+                }                                                                             \
+            }                                                                                 \
+            for (int c = 0; c < 16 / W; c++) memcpy(acc + dc + c * W, &a[c], sizeof(vf##W));  \
+        }                                                                                     \
+    }
+DEFINE_KERNELS(4)
+DEFINE_KERNELS(8)
+DEFINE_KERNELS(16)
+#undef DEFINE_KERNELS
+
+/* W is a constant in each build of the task, so these reduce to one direct call. */
+HOT int kstep(int W) { return W == 16 ? KSTEP_16 : W == 8 ? KSTEP_8 : KSTEP_4; }
+HOT void scores_chunk(int W, const float *qt, const float *k, size_t ldk, int D, int nk,
+                      float scale, float *s) {
+    if (W == 16) scores_chunk_16(qt, k, ldk, D, nk, scale, s);
+    else if (W == 8) scores_chunk_8(qt, k, ldk, D, nk, scale, s);
+    else scores_chunk_4(qt, k, ldk, D, nk, scale, s);
+}
+HOT void pv_row(int W, float *acc, const float *e, size_t es, const float *v, size_t ldv, int n,
+                int Dp) {
+    if (W == 16) pv_row_16(acc, e, es, v, ldv, n, Dp);
+    else if (W == 8) pv_row_8(acc, e, es, v, ldv, n, Dp);
+    else pv_row_4(acc, e, es, v, ldv, n, Dp);
+}
+
+/* ---- softmax ------------------------------------------------------------------------------ */
 
 /* Online-softmax step of one chunk over nk keys: lane u sees keys lo[u]..hi[u] (empty when
    lo > hi). Turns s into the unnormalised weights exp(s - m_new) (0 outside the window),
    updates the running max m and sum l, and returns in alpha the factor by which the lane's
    earlier accumulator must be rescaled (1 when nothing changes). Masking is by selection,
-   so a neighbour's NaN score cannot leak into a lane; a NaN inside the window is skipped by
-   the max and then makes the lane's exp, sum and output NaN, as it must. */
+   so a neighbour's NaN score cannot leak into a lane; a NaN inside the window makes the
+   lane's max or its exps NaN, and so its sum and output, as it must. */
 HOT void softmax_chunk(float *s, int nk, const int32_t *lo, const int32_t *hi, float *m,
                        float *l, float *alpha) {
-    float mt[LANES], mn[LANES], sum[LANES];
-    for (int u = 0; u < LANES; u++) mt[u] = -INFINITY;
+    const int32_t key_neg_inf = order_key(-INFINITY);
+    int32_t mk[LANES];
+    float mn[LANES], sum[LANES];
+    for (int u = 0; u < LANES; u++) mk[u] = key_neg_inf;
     for (int j = 0; j < nk; j++)
         for (int u = 0; u < LANES; u++) {
-            const float x = (j >= lo[u]) & (j <= hi[u]) ? s[(size_t)j * LANES + u] : -INFINITY;
-            mt[u] = x > mt[u] ? x : mt[u];
+            const int32_t key = order_key(s[(size_t)j * LANES + u]);
+            const int32_t x = ((j >= lo[u]) & (j <= hi[u])) ? key : key_neg_inf;
+            mk[u] = x > mk[u] ? x : mk[u];
         }
     for (int u = 0; u < LANES; u++) {
-        mn[u] = mt[u] > m[u] ? mt[u] : m[u];
+        const float mt = from_order_key(mk[u]);
+        mn[u] = ((mt > m[u]) | (mt != mt)) ? mt : m[u];
         sum[u] = 0.0f;
     }
     for (int j = 0; j < nk; j++)
         for (int u = 0; u < LANES; u++) {
             const float x = exp_nonpos(s[(size_t)j * LANES + u] - mn[u]);
-            const float y = (j >= lo[u]) & (j <= hi[u]) ? x : 0.0f;
+            const uint32_t in = 0u - (uint32_t)((j >= lo[u]) & (j <= hi[u]));
+            const float y = as_float(as_bits(x) & in);     /* x in the window, else 0 */
             s[(size_t)j * LANES + u] = y;
             sum[u] += y;
         }
@@ -245,47 +368,6 @@ HOT void softmax_chunk(float *s, int nk, const int32_t *lo, const int32_t *hi, f
         alpha[u] = rescale ? exp_nonpos(m[u] - mn[u]) : 1.0f;
         l[u] = l[u] * alpha[u] + sum[u];
         m[u] = mn[u];
-    }
-}
-
-/* acc[0:Dp] += sum_j e[j * es] * V[j, 0:Dp] over n rows. 64 columns at a time keep four
-   independent register accumulators in flight; Dp is a multiple of 16. */
-HOT void pv_row(float *acc, const float *e, size_t es, const float *v, size_t ldv, int n,
-                int Dp) {
-    int dc = 0;
-    for (; dc + 64 <= Dp; dc += 64) {
-        v16f a0, a1, a2, a3;
-        memcpy(&a0, acc + dc, sizeof a0);
-        memcpy(&a1, acc + dc + 16, sizeof a1);
-        memcpy(&a2, acc + dc + 32, sizeof a2);
-        memcpy(&a3, acc + dc + 48, sizeof a3);
-        for (int j = 0; j < n; j++) {
-            const float w = e[(size_t)j * es];
-            const float *vr = v + (size_t)j * ldv + dc;
-            v16f x0, x1, x2, x3;
-            memcpy(&x0, vr, sizeof x0);
-            memcpy(&x1, vr + 16, sizeof x1);
-            memcpy(&x2, vr + 32, sizeof x2);
-            memcpy(&x3, vr + 48, sizeof x3);
-            a0 += w * x0;
-            a1 += w * x1;
-            a2 += w * x2;
-            a3 += w * x3;
-        }
-        memcpy(acc + dc, &a0, sizeof a0);
-        memcpy(acc + dc + 16, &a1, sizeof a1);
-        memcpy(acc + dc + 32, &a2, sizeof a2);
-        memcpy(acc + dc + 48, &a3, sizeof a3);
-    }
-    for (; dc < Dp; dc += 16) {
-        v16f a;
-        memcpy(&a, acc + dc, sizeof a);
-        for (int j = 0; j < n; j++) {
-            v16f x;
-            memcpy(&x, v + (size_t)j * ldv + dc, sizeof x);
-            a += e[(size_t)j * es] * x;
-        }
-        memcpy(acc + dc, &a, sizeof a);
     }
 }
 
@@ -303,7 +385,7 @@ HOT int64_t win_hi(const dswa_problem *p, int64_t i) {
 /* Rows of a task are strided by a token's whole width (12 KiB at SAME-L), which the hardware
    prefetchers do not follow. So each task first prefetches all rows of the next task (the
    next head of the same tokens); their misses then overlap this task's arithmetic. Measured
-   at SAME-L: about 1.3x, all of it from memory stalls. Strided dims are left alone. */
+   at SAME-L: about 1.25x, all of it from memory stalls. Strided dims are left alone. */
 HOT void prefetch_rows(const void *base, size_t esz, int64_t off, int64_t seq, int64_t n,
                        int D, int write) {
     const size_t bytes = (size_t)D * esz;
@@ -344,8 +426,7 @@ HOT void prefetch_task(const cpu_plan *P, int64_t task) {
                   nq, P->D, 1);
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void run_task(const cpu_plan *P, float *mem, int64_t task) {
+HOT void run_task(const cpu_plan *P, float *mem, int64_t task, const int W) {
     const dswa_problem *p = P->p;
     const dswa_dtype dt = p->dtype;
     const int D = P->D, Dp = P->Dp;
@@ -373,7 +454,7 @@ static void run_task(const cpu_plan *P, float *mem, int64_t task) {
                          p->q.dim, D, Dp, dt);
             float *qt = sc.qt[pr] + (size_t)c0 * Dpz;
             for (int d0 = 0; d0 < Dp; d0 += 16)
-                transpose16(sc.rows + d0, Dpz, qt + (size_t)d0 * LANES, LANES);
+                transpose16(W, sc.rows + d0, Dpz, qt + (size_t)d0 * LANES, LANES);
         }
         memset(sc.acc[pr], 0, (size_t)nq * Dpz * sizeof(float));
         for (int r = 0; r < P->QB; r++) { sc.m[pr][r] = -INFINITY; sc.l[pr][r] = 0.0f; }
@@ -417,11 +498,11 @@ static void run_task(const cpu_plan *P, float *mem, int64_t task) {
                 lo[u] = (int32_t)a;
                 hi[u] = (int32_t)z;
             }
-            const int nk = (int)(ub - ua + 1), nk4 = (nk + KSTEP - 1) & ~(KSTEP - 1);
+            const int nk = (int)(ub - ua + 1), nks = (nk + kstep(W) - 1) / kstep(W) * kstep(W);
             for (int pr = 0; pr < 2; pr++) {
-                /* Keys past the tile (up to KSTEP - 1) are stale rows whose scores are masked. */
-                scores_chunk(sc.qt[pr] + (size_t)c0 * Dpz, sc.k[pr] + (size_t)(ua - t0) * Dpz,
-                             Dpz, D, nk4, p->scale, sc.s);
+                /* Keys past the tile (fewer than KSTEP) are stale rows, scored then masked. */
+                scores_chunk(W, sc.qt[pr] + (size_t)c0 * Dpz, sc.k[pr] + (size_t)(ua - t0) * Dpz,
+                             Dpz, D, nks, p->scale, sc.s);
                 float alpha[LANES];
                 softmax_chunk(sc.s, nk, lo, hi, sc.m[pr] + c0, sc.l[pr] + c0, alpha);
                 for (int u = 0; u < nv; u++) {
@@ -429,7 +510,7 @@ static void run_task(const cpu_plan *P, float *mem, int64_t task) {
                     float *acc = sc.acc[pr] + (size_t)(c0 + u) * Dpz;
                     if (alpha[u] != 1.0f)
                         for (int d = 0; d < Dp; d++) acc[d] *= alpha[u];
-                    pv_row(acc, sc.s + (size_t)lo[u] * LANES + u, LANES,
+                    pv_row(W, acc, sc.s + (size_t)lo[u] * LANES + u, LANES,
                            vt[pr] + (size_t)(ua - t0 + lo[u]) * Dpz, Dpz, hi[u] - lo[u] + 1, Dp);
                 }
             }
@@ -446,6 +527,32 @@ static void run_task(const cpu_plan *P, float *mem, int64_t task) {
         for (int d = 0; d < D; d++) o[d] = a0[d] * inv0 - lambda * (a1[d] * inv1);
         store_row(P->out, ooff + (i0 + r) * p->out.seq, p->out.dim, o, D, dt);
     }
+}
+
+/* The three builds of a task, and the choice between them. */
+typedef void (*task_fn)(const cpu_plan *P, float *mem, int64_t task);
+
+#ifdef HAVE_X86_BUILDS
+__attribute__((target("avx512f"))) FAST_FP
+static void run_task_avx512(const cpu_plan *P, float *mem, int64_t task) {
+    run_task(P, mem, task, 16);
+}
+__attribute__((target("avx2,fma"))) FAST_FP
+static void run_task_avx2(const cpu_plan *P, float *mem, int64_t task) {
+    run_task(P, mem, task, 8);
+}
+#endif
+FAST_FP static void run_task_base(const cpu_plan *P, float *mem, int64_t task) {
+    run_task(P, mem, task, 4);
+}
+
+static task_fn pick_task_fn(void) {
+#ifdef HAVE_X86_BUILDS
+    __builtin_cpu_init();   /* these check CPUID and that the OS saves the wide registers */
+    if (__builtin_cpu_supports("avx512f")) return run_task_avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return run_task_avx2;
+#endif
+    return run_task_base;
 }
 
 /* ---- entry point ------------------------------------------------------------------------ */
@@ -467,7 +574,7 @@ dswa_status dswa_cpu_run(const dswa_problem *p, const void *q, const void *k, co
        at D = 64, fewer for wide heads. Blocks of 64 queries amortise the gather of the
        window's extra WL + WR rows; wide heads use smaller blocks to bound scratch. */
     int kt = 65536 / P.Dp;
-    kt = kt > 256 ? 256 : kt < KSTEP ? KSTEP : kt;
+    kt = kt > 256 ? 256 : kt < KSTEP_MAX ? KSTEP_MAX : kt;
     P.KT = kt;
     int qb = 16384 / P.Dp;
     qb = qb > 64 ? 64 : qb < LANES ? LANES : qb;
@@ -481,23 +588,30 @@ dswa_status dswa_cpu_run(const dswa_problem *p, const void *q, const void *k, co
     P.QB = qb;
     P.nblk = (p->seq_len + P.QB - 1) / P.QB;
     P.ntask = (int64_t)p->batch * p->heads * P.nblk;
-    P.per_thread = round16(carve(NULL, &P, NULL));
+    cpu_scratch sizing;
+    P.per_thread = carve(&sizing, &P, NULL);
 
+    const task_fn run = pick_task_fn();
     const int team = P.ntask < nthreads ? (int)P.ntask : nthreads;
     const size_t bytes = P.per_thread * sizeof(float) * (size_t)team;
     /* calloc: the rows that micro-tiles overhang and the spare Q lanes start finite. */
     float *mem = (float *)calloc(1, bytes + 64);
     if (!mem)
         return dswa_fail(DSWA_ERR_OUT_OF_MEMORY,
-                         "CPU backend scratch: %zu bytes for %d threads could not be allocated",
+                         "CPU backend scratch: %zu bytes (%d threads) could not be allocated",
                          bytes, team);
     float *aligned = (float *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
 
+    /* Dynamic chunks of up to one block's heads: consecutive tasks stay on one thread (the
+       prefetch of task + 1 pays off) while a thread slowed by a busy or smaller core just
+       takes fewer chunks; static shares would make every call wait for the slowest. */
+    int64_t chunk = P.ntask / (8 * (int64_t)team);
+    chunk = chunk > p->heads ? p->heads : chunk < 1 ? 1 : chunk;
 #pragma omp parallel num_threads(team)
     {
         float *mine = aligned + P.per_thread * (size_t)omp_get_thread_num();
-#pragma omp for schedule(static)
-        for (int64_t t = 0; t < P.ntask; t++) run_task(&P, mine, t);
+#pragma omp for schedule(dynamic, chunk)
+        for (int64_t t = 0; t < P.ntask; t++) run(&P, mine, t);
     }
     free(mem);
     return DSWA_OK;

@@ -15,6 +15,8 @@ typedef struct command {
 
 int dswa_cmd_ptx_fit(int argc, char **argv); /* tools/ptx_fit_cmd.c */
 void dswa_help_ptx_fit(void);
+int dswa_cmd_aot(int argc, char **argv);     /* tools/aot_cmd.c */
+void dswa_help_aot(void);
 
 static const char bench_help[] =
     "usage: dswa bench [options]\n"
@@ -89,6 +91,8 @@ static const command commands[] = {
     {"bench", cmd_bench, "time the forward pass at SAME-L shapes (the main job)", bench_help, NULL},
     {"check", cmd_check, "quick self-test of the backends against the float64 reference",
      check_help, NULL},
+    {"aot", dswa_cmd_aot, "export the kernel as PTX + metadata for TensorRT's AOT plugin path",
+     NULL, dswa_help_aot},
     {"ptx-fit", dswa_cmd_ptx_fit, "make third-party PTX (e.g. Triton's) fit TensorRT's AOT plugin contract",
      NULL, dswa_help_ptx_fit},
     {"help", cmd_help, "print the help of the tool or of a subcommand", help_help, NULL},

@@ -1,0 +1,499 @@
+/* AOT export for TensorRT (dswa.h: dswa_aot_*): serves the PTX that the build embedded (one
+ * module per kernel entry and architecture, see src/aot_ptx.h and scripts/ptx_embed.c) as
+ * TensorRT's AOT plugin path loads it, together with everything an aot_impl needs to launch it.
+ *
+ * What it does to the PTX, and why:
+ *  - `.target` is written as the plain sm_XX asked for: TensorRT's loader refuses sm_XXa, and a
+ *    module shared by several architectures (nvcc emits identical code for some) is stored once.
+ *  - `.version` is lowered from what nvcc stamped (9.0 for CUDA 13) to the lowest that the
+ *    target and the instructions in the module allow, since a driver JIT-compiles only the PTX
+ *    ISA versions it knows: PTX 9.0 needs a CUDA 13 driver, PTX 7.8 loads on CUDA 11.8 drivers.
+ *    The lowest for a target is the PTX ISA version that introduced it (table below; LLVM's
+ *    NVPTX.td has the same pairs, and ptxas 13.0 refuses each target one version lower). For
+ *    instructions, a table of the features these kernels use (and a few a tuned kernel might)
+ *    with the version that introduced each: checked with ptxas 13.0, which assembles each at
+ *    that version and refuses it one below. The test suite assembles every export at the
+ *    version claimed, so a feature missing from the table fails there, not at a user's site.
+ *  - Nothing else changes: the entry, its body and its parameters are nvcc's, from the same
+ *    source and flags as the library's own machine code.
+ *
+ * The argument list (input pointers, 20 int32 extras, the output pointer) is the one
+ * src/cuda_launch.cu computes for a launch (dswa_cuda_kargs); dswa_aot_kernel_for reuses it,
+ * so the values it reports are the ones the library would pass. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aot_ptx.h"
+#include "internal.h"
+#ifdef DSWA_HAVE_CUDA
+#include "cuda_common.cuh"
+#endif
+
+/* ---- targets ----------------------------------------------------------------------------- */
+
+typedef struct aot_arch { int sm, major, minor; } aot_arch;
+/* The PTX ISA version that introduced each target (PTX ISA release notes; ptxas 13.0 refuses
+   `.target sm_XX` one version lower). */
+static const aot_arch aot_archs[] = {
+    {80, 7, 0}, {86, 7, 1}, {89, 7, 8}, {90, 7, 8}, {100, 8, 6}, {120, 8, 7},
+};
+#define AOT_N_ARCHS ((int)(sizeof aot_archs / sizeof aot_archs[0]))
+#define AOT_ARCH_LIST "sm_80, sm_86, sm_89, sm_90, sm_100, sm_120"
+
+/* ---- argument checks ------------------------------------------------------------------------- */
+
+static dswa_status parse_arch(const char *arch, int *idx) {
+    if (!arch) return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "arch = NULL: must name a target (" AOT_ARCH_LIST ")");
+    const char *s = arch;
+    if (!strncmp(s, "sm_", 3)) s += 3;
+    int sm = 0, digits = 0;
+    while (*s >= '0' && *s <= '9' && digits < 4) sm = 10 * sm + (*s++ - '0'), digits++;
+    if (digits > 0 && (*s == 'a' || *s == 'f') && s[1] == '\0')
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "arch = %s: TensorRT's loader takes plain targets only (sm_%d); "
+                         "the kernels need no architecture-specific feature", arch, sm);
+    if (digits > 0 && *s == '\0')
+        for (int i = 0; i < AOT_N_ARCHS; i++)
+            if (aot_archs[i].sm == sm) {
+                *idx = i;
+                return DSWA_OK;
+            }
+    return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "arch = %s: not exported; the exported targets are " AOT_ARCH_LIST
+                     " (a newer GPU JIT-compiles the closest one below it)", arch);
+}
+
+static dswa_status check_dtype_math(dswa_dtype dtype, dswa_math math) {
+    if (dswa_dtype_size(dtype) == 0)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "dtype = %d: must be DSWA_F32 (f32), DSWA_F16 (f16) or DSWA_BF16 (bf16)", (int)dtype);
+    if ((unsigned)math > (unsigned)DSWA_MATH_FP32)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "math = %d: must be DSWA_MATH_DEFAULT (default), DSWA_MATH_TF32 (tf32) "
+                         "or DSWA_MATH_FP32 (fp32)", (int)math);
+    if (dtype == DSWA_F32 && math == DSWA_MATH_FP32)
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "math = fp32: the CUDA backend implements TF32 matrix math only so far "
+                         "(DSWA_MATH_TF32 or DSWA_MATH_DEFAULT), so there is no fp32 kernel to export");
+    return DSWA_OK;
+}
+
+static dswa_status parse_isa(const char *isa, int *major, int *minor) {
+    const char *s = isa;
+    int a = 0, b = 0, da = 0, db = 0;
+    if (s)
+        while (*s >= '0' && *s <= '9' && da < 3) a = 10 * a + (*s++ - '0'), da++;
+    if (!s || da == 0 || *s++ != '.' || !(*s >= '0' && *s <= '9'))
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "ptx_isa = %s: must be a PTX ISA version X.Y, e.g. 7.8", isa ? isa : "NULL");
+    while (*s >= '0' && *s <= '9' && db < 2) b = 10 * b + (*s++ - '0'), db++;
+    if (*s != '\0' || db != 1)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "ptx_isa = %s: must be a PTX ISA version X.Y, e.g. 7.8", isa);
+    *major = a;
+    *minor = b;
+    return DSWA_OK;
+}
+
+/* What an info's strings and PTX live in (info->storage_). */
+typedef struct aot_store {
+    char target[16];
+    char wl_expr[48], wr_expr[48], grid_x[96], reason[160];
+    char *ptx;
+    const char *src;   /* the embedded module */
+    int sm, tmin_major, tmin_minor; /* the target's own minimum */
+    int min_major, min_minor;       /* the module's: target and instructions */
+    const char *min_feature; /* the instruction feature that sets the minimum; NULL: the target does */
+} aot_store;
+
+void dswa_aot_info_free(dswa_aot_info *info) {
+    if (!info) return;
+    aot_store *st = (aot_store *)info->storage_;
+    if (st) {
+        free(st->ptx);
+        free(st);
+    }
+    memset(info, 0, sizeof *info);
+}
+
+/* ---- instruction features ----------------------------------------------------------------- */
+
+/* An instruction (word = 1: a mnemonic, matched at the start of an instruction) or a qualifier
+   or type (word = 0: matched anywhere outside comments), and the PTX ISA version that
+   introduced it. Each was checked with ptxas 13.0: assembles at this version, refused one
+   below ("Feature '...' requires PTX ISA .version X.Y or later"). */
+typedef struct aot_feature { const char *pat; int word, major, minor; } aot_feature;
+static const aot_feature aot_features[] = {
+    {"ldmatrix", 1, 6, 5},
+    {"cp.async", 1, 7, 0},            /* cp.async.cg.shared.global, commit_group, wait_group */
+    {"mma.sync.aligned.m16n8k16", 1, 7, 0},
+    {".tf32", 0, 7, 0},               /* mma m16n8k8 .tf32, cvt.rna.tf32.f32 */
+    {".bf16", 0, 7, 0},               /* mma .bf16, cvt.rn.bf16(x2).f32 */
+    {"redux.sync", 1, 7, 0},
+    {"mbarrier", 1, 7, 0},
+    {"cvt.f32.bf16", 1, 7, 1},        /* nvcc's bf16 -> f32 on sm_90 and newer */
+    {"createpolicy", 1, 7, 4},
+    {"L2::cache_hint", 0, 7, 4},
+    {"L2::64B", 0, 7, 4},
+    {"L2::128B", 0, 7, 4},
+    {"L2::256B", 0, 7, 4},
+    {"L1::evict_", 0, 7, 4},
+    {"L2::evict_", 0, 7, 4},
+    {"L1::no_allocate", 0, 7, 4},
+    {"stmatrix", 1, 7, 8},
+    {"movmatrix", 1, 7, 8},
+    {"griddepcontrol", 1, 7, 8},
+    {"mapa", 1, 7, 8},
+    {"ex2.approx.ftz.bf16", 1, 7, 8},
+    {"elect.sync", 1, 8, 0},
+    {"cp.async.bulk", 1, 8, 0},
+    {"fence.proxy.async", 1, 8, 0},
+    {".b128", 0, 8, 3},
+};
+#define AOT_N_FEATURES ((int)(sizeof aot_features / sizeof aot_features[0]))
+
+static int isa_num(int major, int minor) { return 10 * major + minor; }
+
+static int ident_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '$';
+}
+
+/* Whether the PTX text uses feature f outside comments. */
+static int uses_feature(const char *ptx, const aot_feature *f) {
+    const size_t n = strlen(f->pat);
+    for (const char *s = strstr(ptx, f->pat); s; s = strstr(s + 1, f->pat)) {
+        const char *ls = s; /* inside a // comment? */
+        while (ls > ptx && ls[-1] != '\n') ls--;
+        const char *c = strstr(ls, "//");
+        if (c && c < s) continue;
+        if (!f->word) return 1;
+        const char b = s > ptx ? s[-1] : '\n', a = s[n];
+        if ((b == ' ' || b == '\t' || b == '\n' || b == '{' || b == ';' || b == '}') && !ident_char(a))
+            return 1;
+    }
+    return 0;
+}
+
+int dswa_aot_isa_required(const char *ptx, int sm, int *major, int *minor, const char **what) {
+    int ai = -1;
+    for (int i = 0; i < AOT_N_ARCHS; i++)
+        if (aot_archs[i].sm == sm) ai = i;
+    if (ai < 0 || !ptx) return -1;
+    *major = aot_archs[ai].major;
+    *minor = aot_archs[ai].minor;
+    if (what) *what = NULL;
+    for (int i = 0; i < AOT_N_FEATURES; i++) {
+        const aot_feature *f = &aot_features[i];
+        if (isa_num(f->major, f->minor) > isa_num(*major, *minor) && uses_feature(ptx, f)) {
+            *major = f->major;
+            *minor = f->minor;
+            if (what) *what = f->pat;
+        }
+    }
+    return 0;
+}
+
+#ifdef DSWA_HAVE_CUDA
+
+/* ---- parameters ---------------------------------------------------------------------------- */
+
+typedef struct aot_param_def {
+    const char *name;
+    dswa_aot_param_kind kind;
+    const char *meaning, *expr, *expr_shared_v;
+} aot_param_def;
+
+#define AOT_X DSWA_AOT_EXTRA
+static const aot_param_def aot_params[DSWA_AOT_MAX_PARAMS] = {
+    {"q", DSWA_AOT_INPUT, "Q: device pointer (16-byte aligned) to elements of the dtype, read as [batch, seq, pair, head, dim] through the strides below; SAME-L: contiguous (B, N, 2H, D), head p*H + h holding pair p of output head h", "(B, N, 2H, D)", NULL},
+    {"k", DSWA_AOT_INPUT, "K: as Q", "(B, N, 2H, D)", NULL},
+    {"v", DSWA_AOT_INPUT, "V: as Q; or (B, N, H, D) read by both pairs (then v_sp = 0)", "(B, N, 2H, D)", "(B, N, H, D)"},
+    {"n", AOT_X, "N: the sequence length (q.shape[1])", "N", NULL},
+    {"wl", AOT_X, "window_left clamped to N - 1: min(window_left, N - 1)", "min(WL, N - 1)", NULL},
+    {"wr", AOT_X, "window_right clamped to N - 1: min(window_right, N - 1)", "min(WR, N - 1)", NULL},
+    {"scale_bits", AOT_X, "float bits of scale: the int32 whose bit pattern is the fp32 scale (1/sqrt(64) = 0.125 -> 1040187392)", "float_bits(scale)", NULL},
+    {"lambda_bits", AOT_X, "float bits of lambda: the int32 whose bit pattern is the fp32 lambda (1.0 -> 1065353216)", "float_bits(lambda)", NULL},
+    {"q_sb", AOT_X, "q.batch stride, in elements", "N * 2 * H * D", NULL},
+    {"q_sn", AOT_X, "q.seq stride, in elements", "2 * H * D", NULL},
+    {"q_sp", AOT_X, "q.pair stride, in elements", "H * D", NULL},
+    {"q_sh", AOT_X, "q.head stride, in elements (the dim stride must be 1)", "D", NULL},
+    {"k_sb", AOT_X, "k.batch stride, in elements", "N * 2 * H * D", NULL},
+    {"k_sn", AOT_X, "k.seq stride, in elements", "2 * H * D", NULL},
+    {"k_sp", AOT_X, "k.pair stride, in elements", "H * D", NULL},
+    {"k_sh", AOT_X, "k.head stride, in elements (the dim stride must be 1)", "D", NULL},
+    {"v_sb", AOT_X, "v.batch stride, in elements", "N * 2 * H * D", "N * H * D"},
+    {"v_sn", AOT_X, "v.seq stride, in elements", "2 * H * D", "H * D"},
+    {"v_sp", AOT_X, "v.pair stride, in elements; 0 when both pairs read the same V", "H * D", "0"},
+    {"v_sh", AOT_X, "v.head stride, in elements (the dim stride must be 1)", "D", NULL},
+    {"o_sb", AOT_X, "out.batch stride, in elements", "N * H * D", NULL},
+    {"o_sn", AOT_X, "out.seq stride, in elements", "H * D", NULL},
+    {"o_sh", AOT_X, "out.head stride, in elements (the dim stride must be 1)", "D", NULL},
+    {"out", DSWA_AOT_OUTPUT, "out: device pointer (16-byte aligned) to elements of the dtype, written as [batch, seq, head, dim] through the strides above; SAME-L: contiguous (B, N, H, D)", "(B, N, H, D)", NULL},
+};
+#undef AOT_X
+
+/* ---- the module --------------------------------------------------------------------------- */
+
+/* The .version nvcc wrote into a module, or 0/0. */
+static void stamped_version(const char *ptx, int *major, int *minor) {
+    *major = *minor = 0;
+    const char *v = strstr(ptx, ".version");
+    if (v) sscanf(v + 8, " %d.%d", major, minor);
+}
+
+/* Static shared memory the module declares (`.shared` variables; `.extern .shared` is dynamic
+   and these kernels have none), in bytes. */
+static unsigned shared_bytes(const char *ptx) {
+    unsigned long long total = 0;
+    for (const char *l = ptx; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+        while (*l == ' ' || *l == '\t') l++;
+        if (strncmp(l, ".shared", 7) != 0 || ident_char(l[7])) continue;
+        const char *e = strchr(l, ';'), *nl = strchr(l, '\n');
+        if (!e || (nl && nl < e)) continue;
+        unsigned long long elem = 0, count = 1;
+        static const struct { const char *t; unsigned sz; } types[] = {
+            {".b8", 1}, {".u8", 1}, {".s8", 1}, {".b16", 2}, {".u16", 2}, {".s16", 2}, {".f16", 2},
+            {".b32", 4}, {".u32", 4}, {".s32", 4}, {".f32", 4}, {".b64", 8}, {".u64", 8}, {".s64", 8},
+            {".f64", 8}, {".b128", 16},
+        };
+        for (size_t i = 0; i < sizeof types / sizeof types[0] && !elem; i++) {
+            const char *t = strstr(l, types[i].t);
+            if (t && t < e && !ident_char(t[strlen(types[i].t)])) elem = types[i].sz;
+        }
+        for (const char *b = strchr(l, '['); b && b < e; b = strchr(b + 1, '['))
+            count *= strtoull(b + 1, NULL, 10);
+        total += elem * count;
+    }
+    return total > 0xffffffffull ? 0xffffffffu : (unsigned)total;
+}
+
+/* Writes st->ptx: the embedded module with `.target sm_XX` and `.version major.minor`, and a
+   comment saying so. */
+static dswa_status write_module(aot_store *st, const char *entry, int major, int minor, dswa_aot_info *info) {
+    const char *src = st->src;
+    const char *v = strstr(src, "\n.version");
+    const char *t = strstr(src, "\n.target");
+    if (!v || !t || t < v)
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "the embedded PTX of %s has no .version/.target header", entry);
+    v++;
+    t++;
+    const char *v_end = strchr(v, '\n'), *t_end = strchr(t, '\n');
+    if (!v_end || !t_end)
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "the embedded PTX of %s has no .version/.target header", entry);
+    int sm_major, sm_minor;
+    stamped_version(src, &sm_major, &sm_minor);
+    char note[256], ver[32], tgt[32];
+    snprintf(note, sizeof note, "// dswa %s AOT export for TensorRT: entry %s for sm_%d at PTX ISA %d.%d "
+             "(nvcc wrote %d.%d; the lowest allowed is %d.%d)\n", DSWA_VERSION_STRING, entry, st->sm, major, minor,
+             sm_major, sm_minor, info->ptx_isa_min_major, info->ptx_isa_min_minor);
+    snprintf(ver, sizeof ver, ".version %d.%d\n", major, minor);
+    snprintf(tgt, sizeof tgt, ".target sm_%d\n", st->sm);
+    const size_t a = (size_t)(v - src), b = (size_t)(t - (v_end + 1)), c = strlen(t_end + 1);
+    const size_t n = a + strlen(note) + strlen(ver) + b + strlen(tgt) + c;
+    char *out = malloc(n + 1);
+    if (!out) return dswa_fail(DSWA_ERR_OUT_OF_MEMORY, "out of memory for a %zu-byte PTX module", n);
+    char *p = out;
+    memcpy(p, src, a), p += a;
+    memcpy(p, note, strlen(note)), p += strlen(note);
+    memcpy(p, ver, strlen(ver)), p += strlen(ver);
+    memcpy(p, v_end + 1, b), p += b;
+    memcpy(p, tgt, strlen(tgt)), p += strlen(tgt);
+    memcpy(p, t_end + 1, c), p += c;
+    *p = '\0';
+    free(st->ptx);
+    st->ptx = out;
+    info->ptx = out;
+    info->ptx_size = n;
+    info->ptx_isa_major = major;
+    info->ptx_isa_minor = minor;
+    return DSWA_OK;
+}
+
+static const dswa_aot_blob *find_blob(const char *family, int sm, const char *entry) {
+    for (int i = 0; i < dswa_aot_blob_count; i++)
+        if (dswa_aot_blobs[i].arch == sm && !strcmp(dswa_aot_blobs[i].family, family) &&
+            !strcmp(dswa_aot_blobs[i].entry, entry))
+            return &dswa_aot_blobs[i];
+    return NULL;
+}
+
+/* Fills *out for one kernel; windows < 0: any window. */
+static dswa_status export_kernel(int arch_idx, dswa_dtype dtype, int band, int32_t wl, int32_t wr,
+                                 dswa_aot_info *out) {
+    static const char *const entries[2][3] = {
+        {"dswa_fwd_wide_f32_tf32", "dswa_fwd_wide_f16", "dswa_fwd_wide_bf16"},
+        {"dswa_fwd_f32_tf32", "dswa_fwd_f16", "dswa_fwd_bf16"},
+    };
+    const aot_arch *ar = &aot_archs[arch_idx];
+    const char *family = band ? "band" : "wide", *entry = entries[band][dtype];
+    const dswa_aot_blob *b = find_blob(family, ar->sm, entry);
+    if (!b)
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "no embedded PTX for %s on sm_%d: the build's AOT table lacks it "
+                         "(rebuild; was the kernel entry renamed?)", entry, ar->sm);
+    aot_store *st = calloc(1, sizeof *st);
+    if (!st) return dswa_fail(DSWA_ERR_OUT_OF_MEMORY, "out of memory");
+    out->storage_ = st;
+    st->src = b->ptx;
+    st->sm = ar->sm;
+    st->tmin_major = ar->major;
+    st->tmin_minor = ar->minor;
+    dswa_aot_isa_required(b->ptx, ar->sm, &st->min_major, &st->min_minor, &st->min_feature);
+    snprintf(st->target, sizeof st->target, "sm_%d", ar->sm);
+    out->ptx_isa_min_major = st->min_major;
+    out->ptx_isa_min_minor = st->min_minor;
+    if (st->min_feature)
+        snprintf(st->reason, sizeof st->reason, "the kernel uses %s (PTX ISA %d.%d introduced it)", st->min_feature,
+                 st->min_major, st->min_minor);
+    else
+        snprintf(st->reason, sizeof st->reason, "target sm_%d (PTX ISA %d.%d introduced it)", ar->sm, ar->major,
+                 ar->minor);
+    stamped_version(b->ptx, &out->toolkit_isa_major, &out->toolkit_isa_minor);
+
+    out->kernel_name = entry;
+    out->family = family;
+    out->max_span = band ? DSWA_BAND_MAX_SPAN : -1;
+    out->target = st->target;
+    out->ptx_isa_min_reason = st->reason;
+    out->dtype = dtype;
+    out->math = dtype == DSWA_F32 ? DSWA_MATH_TF32 : DSWA_MATH_DEFAULT; /* math only concerns f32 */
+    out->head_dim = DSWA_HEAD_DIM;
+    out->window_left = wl;
+    out->window_right = wr;
+    out->n_params = DSWA_AOT_MAX_PARAMS;
+    out->n_inputs = 3;
+    out->n_extras = DSWA_AOT_MAX_PARAMS - 4;
+    out->n_outputs = 1;
+    for (int i = 0; i < DSWA_AOT_MAX_PARAMS; i++) {
+        dswa_aot_param *p = &out->params[i];
+        p->name = aot_params[i].name;
+        p->kind = aot_params[i].kind;
+        p->meaning = aot_params[i].meaning;
+        p->expr = aot_params[i].expr;
+        p->expr_shared_v = aot_params[i].expr_shared_v ? aot_params[i].expr_shared_v : aot_params[i].expr;
+        p->value = 0;
+    }
+    if (wl >= 0) {
+        snprintf(st->wl_expr, sizeof st->wl_expr, "min(%d, N - 1)", (int)wl);
+        snprintf(st->wr_expr, sizeof st->wr_expr, "min(%d, N - 1)", (int)wr);
+        out->params[4].expr = out->params[4].expr_shared_v = st->wl_expr;
+        out->params[5].expr = out->params[5].expr_shared_v = st->wr_expr;
+    }
+    out->block[0] = DSWA_THREADS;
+    out->block[1] = out->block[2] = 1;
+    out->shared_bytes = shared_bytes(b->ptx);
+    out->dynamic_shared_bytes = 0;
+    out->tile = DSWA_TILE;
+    out->strip = band ? dswa_aot_band_strip : 1;
+    if (out->strip <= 1)
+        snprintf(st->grid_x, sizeof st->grid_x, "(N + %d) // %d", DSWA_TILE - 1, DSWA_TILE);
+    else
+        snprintf(st->grid_x, sizeof st->grid_x, "((N + %d) // %d + %d) // %d", DSWA_TILE - 1, DSWA_TILE,
+                 out->strip - 1, out->strip);
+    out->grid[0] = st->grid_x;
+    out->grid[1] = "H";
+    out->grid[2] = "B";
+    return write_module(st, entry, out->ptx_isa_min_major, out->ptx_isa_min_minor, out);
+}
+
+static dswa_status finish(dswa_status s, dswa_aot_info *out) {
+    if (s != DSWA_OK) dswa_aot_info_free(out);
+    return s;
+}
+
+#else
+
+static dswa_status no_cuda(void) {
+    return dswa_fail(DSWA_ERR_UNSUPPORTED, "dswa was built without nvcc, so it holds no PTX to export "
+                     "(the kernels are compiled to PTX at build time; rebuild with the CUDA toolkit)");
+}
+
+#endif /* DSWA_HAVE_CUDA */
+
+/* ---- public functions ------------------------------------------------------------------- */
+
+dswa_status dswa_aot_kernel_window(const char *arch, dswa_dtype dtype, dswa_math math, int32_t window_left,
+                                   int32_t window_right, dswa_aot_info *out) {
+    int idx = 0;
+    dswa_status s;
+    if (!out) return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "out = NULL: must point to a dswa_aot_info");
+    memset(out, 0, sizeof *out);
+    if ((s = parse_arch(arch, &idx)) || (s = check_dtype_math(dtype, math))) return s;
+    if ((window_left < 0) != (window_right < 0))
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "window_left = %d, window_right = %d: both must be >= 0 "
+                         "(or both negative: any window)", (int)window_left, (int)window_right);
+#ifdef DSWA_HAVE_CUDA
+    const int band = window_left >= 0 && (int64_t)window_left + window_right <= DSWA_BAND_MAX_SPAN;
+    return finish(export_kernel(idx, dtype, band, window_left < 0 ? -1 : window_left,
+                                window_left < 0 ? -1 : window_right, out), out);
+#else
+    return no_cuda();
+#endif
+}
+
+dswa_status dswa_aot_kernel(const char *arch, dswa_dtype dtype, dswa_math math, dswa_aot_info *out) {
+    return dswa_aot_kernel_window(arch, dtype, math, -1, -1, out);
+}
+
+dswa_status dswa_aot_kernel_for(const char *arch, const dswa_problem *p, dswa_aot_info *out) {
+    int idx = 0;
+    dswa_status s;
+    if (!out) return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "out = NULL: must point to a dswa_aot_info");
+    memset(out, 0, sizeof *out);
+    if ((s = parse_arch(arch, &idx))) return s;
+    if (!p) return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "problem = NULL: must point to a dswa_problem");
+    /* Stand-in device addresses (never dereferenced): 256-byte aligned as TensorRT's are, the
+       output apart from the inputs so that validation's overlap check passes. */
+    const size_t es = dswa_dtype_size(p->dtype);
+    const int64_t ospan = dswa_view_span(p, &p->out, 1);
+    const uintptr_t obytes = ospan > 0 && es ? (uintptr_t)ospan * es : 0;
+    const uintptr_t out_addr = 4096, in_addr = out_addr + ((obytes + 4095) & ~(uintptr_t)255) + 256;
+    const void *o = (const void *)out_addr, *in = (const void *)in_addr;
+    if ((s = dswa_validate(p, in, in, in, o))) return s;
+    if ((s = check_dtype_math(p->dtype, p->math))) return s;
+    if (p->batch == 0 || p->seq_len == 0)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "batch = %d, seq_len = %d: an empty problem launches no kernel",
+                         p->batch, p->seq_len);
+#ifdef DSWA_HAVE_CUDA
+    dswa_kargs a;
+    if ((s = dswa_cuda_kargs(p, in, in, in, o, &a))) return s;
+    const int band = a.wl + a.wr <= DSWA_BAND_MAX_SPAN;
+    if ((s = export_kernel(idx, p->dtype, band, p->window_left, p->window_right, out)))
+        return finish(s, out);
+    const int vals[20] = {a.n, a.wl, a.wr, a.scale_bits, a.lambda_bits, a.q[0], a.q[1], a.q[2], a.q[3],
+                          a.k[0], a.k[1], a.k[2], a.k[3], a.v[0], a.v[1], a.v[2], a.v[3], a.o[0], a.o[1], a.o[2]};
+    for (int i = 0; i < 20; i++) out->params[3 + i].value = vals[i];
+    const unsigned tiles = (unsigned)((a.n + DSWA_TILE - 1) / DSWA_TILE);
+    out->grid_dims[0] = (tiles + (unsigned)out->strip - 1) / (unsigned)out->strip;
+    out->grid_dims[1] = (unsigned)p->heads;
+    out->grid_dims[2] = (unsigned)p->batch;
+    out->has_problem = 1;
+    return DSWA_OK;
+#else
+    return no_cuda();
+#endif
+}
+
+dswa_status dswa_aot_set_ptx_isa(dswa_aot_info *info, const char *isa) {
+    int major = 0, minor = 0;
+    dswa_status s;
+    if (!info || !info->storage_)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "info: must be a dswa_aot_info filled by dswa_aot_kernel*");
+    if ((s = parse_isa(isa, &major, &minor))) return s;
+#ifdef DSWA_HAVE_CUDA
+    aot_store *st = (aot_store *)info->storage_;
+    const int want = isa_num(major, minor);
+    if (want < isa_num(st->tmin_major, st->tmin_minor))
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "ptx_isa = %s: too low for sm_%d, which PTX ISA %d.%d introduced "
+                         "(the lowest for %s is %d.%d)", isa, st->sm, st->tmin_major, st->tmin_minor,
+                         info->kernel_name, info->ptx_isa_min_major, info->ptx_isa_min_minor);
+    for (int i = 0; i < AOT_N_FEATURES; i++) {
+        const aot_feature *f = &aot_features[i];
+        if (want < isa_num(f->major, f->minor) && uses_feature(st->src, f))
+            return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "ptx_isa = %s: too low for %s, which uses %s (PTX ISA %d.%d "
+                             "introduced it; the lowest for this kernel is %d.%d)", isa, info->kernel_name, f->pat,
+                             f->major, f->minor, info->ptx_isa_min_major, info->ptx_isa_min_minor);
+    }
+    if (want > isa_num(info->toolkit_isa_major, info->toolkit_isa_minor))
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "ptx_isa = %s: above %d.%d, the version the kernels were compiled "
+                         "with (no driver needs a higher one to load them)", isa, info->toolkit_isa_major,
+                         info->toolkit_isa_minor);
+    return write_module(st, info->kernel_name, major, minor, info);
+#else
+    return no_cuda();
+#endif
+}

@@ -1,0 +1,518 @@
+/* test_aot — the AOT export for TensorRT (dswa.h: dswa_aot_*), without a GPU. For every
+   exported architecture, dtype and kernel family it checks the PTX against what TensorRT's
+   loader needs and against the metadata: one .entry with the metadata's name, a plain
+   `.target sm_XX` (no a/f), `.version` as claimed and equal to the lowest the target allows,
+   mma instructions present, the entry's parameters in the metadata's order and kinds (64-bit
+   pointers first and last, 32-bit extras between), block dims as `.maxntid`, the shared memory
+   it declares (<= 48 KB) as reported; the formulas of the extras and the grid, evaluated, equal
+   the values the library computes for real problems (dswa_aot_kernel_for: the kernel choice
+   and clamping included); and the refusals (unknown arch/dtype/math, math fp32, a too-low or
+   too-high --ptx-isa, problems the CUDA backend refuses). With ptxas (PATH, $CUDA_HOME/bin,
+   /usr/local/cuda/bin) every export is assembled for its target at the version claimed, and a
+   copy one version lower must be refused; without ptxas that part is skipped and says so.
+   In a build without nvcc only the refusals run, then it exits 77 ("skipped"). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aot_ptx.h"
+#include "dswa.h"
+#include "ptx_fit.h"
+#include "testutil.h"
+
+static const struct { const char *arch; int sm, major, minor; const char *below; } archs[] = {
+    {"sm_80", 80, 7, 0, "6.5"}, {"sm_86", 86, 7, 1, "7.0"}, {"sm_89", 89, 7, 8, "7.7"},
+    {"sm_90", 90, 7, 8, "7.7"}, {"sm_100", 100, 8, 6, "8.5"}, {"sm_120", 120, 8, 7, "8.6"},
+};
+#define N_ARCHS ((int)(sizeof archs / sizeof archs[0]))
+static const char *const names[2][3] = {
+    {"dswa_fwd_wide_f32_tf32", "dswa_fwd_wide_f16", "dswa_fwd_wide_bf16"},
+    {"dswa_fwd_f32_tf32", "dswa_fwd_f16", "dswa_fwd_bf16"},
+};
+
+static char *ptxas;
+static int assembled, refused_below;
+
+/* ---- a little PTX reading (the test's own) ----------------------------------------------- */
+
+static int count_substr(const char *s, const char *w) {
+    int n = 0;
+    for (const char *p = strstr(s, w); p; p = strstr(p + 1, w)) n++;
+    return n;
+}
+
+/* The text of the directive line starting with `dir` (e.g. ".version"), without the newline. */
+static int directive(const char *ptx, const char *dir, char *buf, size_t n) {
+    for (const char *l = ptx; l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+        if (!strncmp(l, dir, strlen(dir))) {
+            const char *e = strchr(l, '\n');
+            size_t k = e ? (size_t)(e - l) : strlen(l);
+            if (k >= n) k = n - 1;
+            memcpy(buf, l, k);
+            buf[k] = '\0';
+            return 1;
+        }
+    return 0;
+}
+
+/* The entry's parameters: for each, 8 for .u64/.b64/.s64, 4 for 32-bit; the declaration is
+   ".param TYPE [.ptr [.space] .align N] NAME" (nvcc marks pointers so for sm_100 and newer), and
+   the names must be <entry>_param_<i>. Returns the count, -1 when the signature does not parse. */
+static int entry_params(const char *ptx, const char *entry, int *bytes, int cap) {
+    char want[256];
+    snprintf(want, sizeof want, ".entry %s(", entry);
+    const char *p = strstr(ptx, want);
+    if (!p) return -1;
+    p += strlen(want);
+    const char *end = strchr(p, ')');
+    if (!end) return -1;
+    int n = 0;
+    for (const char *q = strstr(p, ".param"); q && q < end; q = strstr(q + 1, ".param")) {
+        const char *e = q;
+        while (e < end && *e != ',') e++;
+        char decl[512], expect[300];
+        const size_t k = (size_t)(e - q) < sizeof decl ? (size_t)(e - q) : sizeof decl - 1;
+        memcpy(decl, q, k);
+        decl[k] = '\0';
+        char *tok[16];
+        int nt = 0;
+        for (char *t = strtok(decl, " \t\n"); t && nt < 16; t = strtok(NULL, " \t\n")) tok[nt++] = t;
+        if (nt < 3 || n >= cap) return -1;
+        snprintf(expect, sizeof expect, "%s_param_%d", entry, n);
+        if (strcmp(tok[nt - 1], expect)) return -1;
+        for (int i = 2; i < nt - 1; i++) /* only pointer attributes between the type and the name */
+            if (strcmp(tok[i], ".ptr") && strcmp(tok[i], ".global") && strcmp(tok[i], ".align") &&
+                strspn(tok[i], "0123456789") != strlen(tok[i]))
+                return -1;
+        const char *type = tok[1];
+        bytes[n++] = !strcmp(type, ".u64") || !strcmp(type, ".b64") || !strcmp(type, ".s64") ? 8
+                   : !strcmp(type, ".u32") || !strcmp(type, ".b32") || !strcmp(type, ".s32") ? 4 : 0;
+    }
+    return n;
+}
+
+/* Bytes of the `.shared NAME[N]` declarations (.b8 arrays, as nvcc writes them). */
+static long shared_declared(const char *ptx) {
+    long total = 0;
+    for (const char *l = ptx; l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+        while (*l == '\t' || *l == ' ') l++;
+        if (strncmp(l, ".shared ", 8)) continue;
+        const char *b = strchr(l, '['), *nl = strchr(l, '\n');
+        if (!b || (nl && b > nl)) continue;
+        long elem = strstr(l, ".b8 ") && strstr(l, ".b8 ") < b ? 1 : strstr(l, ".b32 ") && strstr(l, ".b32 ") < b ? 4 : -1;
+        if (elem < 0) return -1;
+        total += elem * strtol(b + 1, NULL, 10);
+    }
+    return total;
+}
+
+/* ---- the formulas: integers, B N H D WL WR, + - * // ( ), min(a, b), float_bits(scale|lambda) */
+
+typedef struct ev { const char *s; int64_t B, N, H, D, WL, WR; int32_t scale_bits, lambda_bits; int err; } ev;
+static int64_t ev_expr(ev *e);
+static void ev_ws(ev *e) { while (*e->s == ' ') e->s++; }
+static int ev_word(ev *e, const char *w) {
+    ev_ws(e);
+    size_t n = strlen(w);
+    if (strncmp(e->s, w, n)) return 0;
+    e->s += n;
+    return 1;
+}
+static int64_t ev_factor(ev *e) {
+    ev_ws(e);
+    if (*e->s >= '0' && *e->s <= '9') return strtoll(e->s, (char **)&e->s, 10);
+    if (ev_word(e, "(")) {
+        int64_t x = ev_expr(e);
+        if (!ev_word(e, ")")) e->err = 1;
+        return x;
+    }
+    if (ev_word(e, "min(")) {
+        int64_t a = ev_expr(e);
+        if (!ev_word(e, ",")) e->err = 1;
+        int64_t b = ev_expr(e);
+        if (!ev_word(e, ")")) e->err = 1;
+        return a < b ? a : b;
+    }
+    if (ev_word(e, "float_bits(scale)")) return e->scale_bits;
+    if (ev_word(e, "float_bits(lambda)")) return e->lambda_bits;
+    if (ev_word(e, "WL")) return e->WL;
+    if (ev_word(e, "WR")) return e->WR;
+    if (ev_word(e, "B")) return e->B;
+    if (ev_word(e, "N")) return e->N;
+    if (ev_word(e, "H")) return e->H;
+    if (ev_word(e, "D")) return e->D;
+    e->err = 1;
+    return 0;
+}
+static int64_t ev_term(ev *e) {
+    int64_t x = ev_factor(e);
+    for (;;) {
+        if (ev_word(e, "*")) x *= ev_factor(e);
+        else if (ev_word(e, "//")) {
+            int64_t d = ev_factor(e);
+            if (d == 0) { e->err = 1; return 0; }
+            x = x >= 0 ? x / d : -((-x + d - 1) / d);
+        } else return x;
+    }
+}
+static int64_t ev_expr(ev *e) {
+    int64_t x = ev_term(e);
+    for (;;) {
+        if (ev_word(e, "+")) x += ev_term(e);
+        else if (ev_word(e, "-")) x -= ev_term(e);
+        else return x;
+    }
+}
+static int64_t eval(const char *s, const dswa_problem *p, int *err) {
+    ev e = {s, p->batch, p->seq_len, p->heads, p->head_dim, p->window_left, p->window_right, 0, 0, 0};
+    memcpy(&e.scale_bits, &p->scale, 4);
+    memcpy(&e.lambda_bits, &p->lambda, 4);
+    int64_t x = ev_expr(&e);
+    ev_ws(&e);
+    *err = e.err || *e.s != '\0';
+    return x;
+}
+
+/* ---- checks of one export ------------------------------------------------------------------ */
+
+static void check_export(const dswa_aot_info *in, int ai, dswa_dtype dt, int band) {
+    const char *what = names[band][dt];
+    char buf[256], want[64];
+    CHECK(in->ptx && in->ptx_size == strlen(in->ptx), "%s %s: ptx_size %zu", archs[ai].arch, what, in->ptx_size);
+    if (!in->ptx) return;
+    CHECK(!strcmp(in->kernel_name, what), "%s: kernel %s, expected %s", archs[ai].arch, in->kernel_name, what);
+    CHECK(!strcmp(in->family, band ? "band" : "wide"), "%s %s: family %s", archs[ai].arch, what, in->family);
+    CHECK(!strcmp(in->target, archs[ai].arch), "%s %s: target %s", archs[ai].arch, what, in->target);
+    CHECK(count_substr(in->ptx, ".entry") == 1, "%s %s: %d .entry in the module", archs[ai].arch, what,
+          count_substr(in->ptx, ".entry"));
+    snprintf(want, sizeof want, ".visible .entry %s(", what);
+    CHECK(strstr(in->ptx, want) != NULL, "%s: no '%s'", archs[ai].arch, want);
+    /* the target: exactly .target sm_XX */
+    snprintf(want, sizeof want, ".target %s", archs[ai].arch);
+    CHECK(directive(in->ptx, ".target", buf, sizeof buf) && !strcmp(buf, want), "%s %s: '%s', expected '%s'",
+          archs[ai].arch, what, buf, want);
+    /* the version: as claimed, and the lowest the target allows */
+    snprintf(want, sizeof want, ".version %d.%d", archs[ai].major, archs[ai].minor);
+    CHECK(directive(in->ptx, ".version", buf, sizeof buf) && !strcmp(buf, want), "%s %s: '%s', expected '%s'",
+          archs[ai].arch, what, buf, want);
+    CHECK(in->ptx_isa_major == archs[ai].major && in->ptx_isa_minor == archs[ai].minor &&
+          in->ptx_isa_min_major == archs[ai].major && in->ptx_isa_min_minor == archs[ai].minor,
+          "%s %s: claims %d.%d (min %d.%d), expected %d.%d", archs[ai].arch, what, in->ptx_isa_major,
+          in->ptx_isa_minor, in->ptx_isa_min_major, in->ptx_isa_min_minor, archs[ai].major, archs[ai].minor);
+    CHECK(directive(in->ptx, ".address_size", buf, sizeof buf) && !strcmp(buf, ".address_size 64"),
+          "%s %s: '%s'", archs[ai].arch, what, buf);
+    int mj = 0, mn = 0;
+    const char *feat = NULL;
+    CHECK(dswa_aot_isa_required(in->ptx, archs[ai].sm, &mj, &mn, &feat) == 0 && mj == in->ptx_isa_min_major &&
+          mn == in->ptx_isa_min_minor, "%s %s: dswa_aot_isa_required says %d.%d (%s)", archs[ai].arch, what, mj,
+          mn, feat ? feat : "target");
+    /* tensor-core mma of the dtype */
+    const char *mma = dt == DSWA_F32 ? "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+                    : dt == DSWA_F16 ? "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+                                     : "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
+    CHECK(count_substr(in->ptx, mma) > 0, "%s %s: no %s", archs[ai].arch, what, mma);
+    /* the signature against the metadata */
+    int bytes[64];
+    const int np = entry_params(in->ptx, what, bytes, 64);
+    CHECK(np == in->n_params && np == DSWA_AOT_MAX_PARAMS, "%s %s: the entry has %d parameters, the metadata %d",
+          archs[ai].arch, what, np, in->n_params);
+    CHECK(in->n_inputs == 3 && in->n_extras == 20 && in->n_outputs == 1, "%s %s: %d inputs, %d extras, %d outputs",
+          archs[ai].arch, what, in->n_inputs, in->n_extras, in->n_outputs);
+    for (int i = 0; i < np && i < in->n_params; i++) {
+        const dswa_aot_param_kind k = in->params[i].kind;
+        const dswa_aot_param_kind order = i < in->n_inputs ? DSWA_AOT_INPUT
+                                        : i < in->n_inputs + in->n_extras ? DSWA_AOT_EXTRA : DSWA_AOT_OUTPUT;
+        CHECK(k == order, "%s %s: parameter %d (%s) has kind %d, launch order wants %d", archs[ai].arch, what, i,
+              in->params[i].name, (int)k, (int)order);
+        CHECK(bytes[i] == (k == DSWA_AOT_EXTRA ? 4 : 8), "%s %s: parameter %d (%s) is %d bytes in the PTX",
+              archs[ai].arch, what, i, in->params[i].name, bytes[i]);
+        CHECK(in->params[i].name && in->params[i].meaning && in->params[i].meaning[0] && in->params[i].expr,
+              "%s %s: parameter %d lacks a name, meaning or expr", archs[ai].arch, what, i);
+    }
+    static const char *const order_names[24] = {"q", "k", "v", "n", "wl", "wr", "scale_bits", "lambda_bits",
+        "q_sb", "q_sn", "q_sp", "q_sh", "k_sb", "k_sn", "k_sp", "k_sh", "v_sb", "v_sn", "v_sp", "v_sh", "o_sb",
+        "o_sn", "o_sh", "out"};
+    for (int i = 0; i < 24; i++)
+        CHECK(!strcmp(in->params[i].name, order_names[i]), "%s: parameter %d is %s, expected %s", what, i,
+              in->params[i].name, order_names[i]);
+    /* launch geometry */
+    unsigned nt[3] = {1, 1, 1};
+    const char *mx = strstr(in->ptx, "\n.maxntid ");
+    const int got = mx ? sscanf(mx, "\n.maxntid %u, %u, %u", &nt[0], &nt[1], &nt[2]) : 0;
+    CHECK(in->block[0] == 128 && in->block[1] == 1 && in->block[2] == 1 && got >= 1 && nt[0] == in->block[0] &&
+          nt[1] == in->block[1] && nt[2] == in->block[2], "%s %s: block (%u, %u, %u), the entry's .maxntid (%u, %u, %u)",
+          archs[ai].arch, what, in->block[0], in->block[1], in->block[2], nt[0], nt[1], nt[2]);
+    const long sh = shared_declared(in->ptx);
+    CHECK(sh == (long)in->shared_bytes && sh > 0 && sh <= 48 * 1024 && in->dynamic_shared_bytes == 0,
+          "%s %s: the PTX declares %ld bytes of shared memory, the metadata %u (+%u dynamic); TensorRT allows 48 KB",
+          archs[ai].arch, what, sh, in->shared_bytes, in->dynamic_shared_bytes);
+    CHECK(strstr(in->ptx, ".extern .shared") == NULL, "%s %s: dynamic shared memory declared", archs[ai].arch, what);
+    CHECK(in->grid[0] && !strcmp(in->grid[1], "H") && !strcmp(in->grid[2], "B") && in->tile == 64 && in->strip >= 1,
+          "%s %s: grid (%s, %s, %s), tile %d, strip %d", archs[ai].arch, what, in->grid[0], in->grid[1], in->grid[2],
+          in->tile, in->strip);
+    CHECK(in->max_span == (band ? 48 : -1), "%s %s: max_span %d", archs[ai].arch, what, in->max_span);
+    CHECK(in->head_dim == 64 && in->dtype == dt && in->math == (dt == DSWA_F32 ? DSWA_MATH_TF32 : DSWA_MATH_DEFAULT),
+          "%s %s: head_dim %d dtype %d math %d", archs[ai].arch, what, in->head_dim, (int)in->dtype, (int)in->math);
+
+    /* ptxas: assembles at the claimed version; one version lower is refused */
+    if (!ptxas) return;
+    char *err = NULL;
+    int rc = dswa_ptxas_assemble(ptxas, in->ptx, in->ptx_size, archs[ai].arch, &err);
+    CHECK(rc == 0, "%s %s: ptxas -arch=%s failed on the export (exit %d%s%s)", archs[ai].arch, what, archs[ai].arch,
+          rc, err ? ": " : "", err ? err : "");
+    free(err);
+    assembled += rc == 0;
+    if (dt == DSWA_BF16) { /* once per arch and family: the claimed version is the lowest */
+        char *low = malloc(in->ptx_size + 16);
+        const char *v = strstr(in->ptx, "\n.version ");
+        if (low && v) {
+            const size_t a = (size_t)(v - in->ptx) + 10;
+            const char *rest = strchr(v + 1, '\n');
+            snprintf(low, in->ptx_size + 16, "%.*s%s%s", (int)a, in->ptx, archs[ai].below, rest);
+            fprintf(stderr, "(expected next: ptxas refuses %s at PTX ISA %s)\n", archs[ai].arch, archs[ai].below);
+            rc = dswa_ptxas_assemble(ptxas, low, strlen(low), archs[ai].arch, NULL);
+            CHECK(rc != 0, "%s %s: ptxas accepted .version %s, below the claimed lowest %d.%d", archs[ai].arch,
+                  what, archs[ai].below, in->ptx_isa_major, in->ptx_isa_minor);
+            refused_below += rc != 0;
+        }
+        free(low);
+    }
+}
+
+/* dswa_aot_kernel_for on a contiguous problem: kernel choice, values, formulas. */
+static void check_for(const char *arch, dswa_dtype dt, int B, int N, int H, int wl, int wr, int shared_v,
+                      float scale, float lambda) {
+    dswa_problem p = dswa_problem_default(B, N, H, 64, 0);
+    p.window_left = wl;
+    p.window_right = wr;
+    p.dtype = dt;
+    p.scale = scale;
+    p.lambda = lambda;
+    if (shared_v) {
+        p.v.pair = 0;
+        p.v.seq = (int64_t)H * 64;
+        p.v.batch = (int64_t)N * H * 64;
+    }
+    dswa_aot_info in;
+    dswa_status s = dswa_aot_kernel_for(arch, &p, &in);
+    CHECK(s == DSWA_OK, "kernel_for %s %s B=%d N=%d H=%d W=%d/%d: %s: %s", arch, dswa_dtype_name(dt), B, N, H, wl, wr,
+          dswa_status_string(s), dswa_last_error());
+    if (s != DSWA_OK) return;
+    const int cwl = wl < N ? wl : N - 1, cwr = wr < N ? wr : N - 1;
+    const int band = cwl + cwr <= 48;
+    CHECK(!strcmp(in.kernel_name, names[band][dt]) && in.has_problem, "N=%d W=%d/%d: kernel %s, expected %s", N, wl,
+          wr, in.kernel_name, names[band][dt]);
+    const int64_t hd = (int64_t)H * 64, vh = shared_v ? hd : 2 * hd;
+    int32_t sb, lb;
+    memcpy(&sb, &scale, 4);
+    memcpy(&lb, &lambda, 4);
+    const int64_t want[20] = {N, cwl, cwr, sb, lb, N * 2 * hd, 2 * hd, hd, 64, N * 2 * hd, 2 * hd, hd, 64,
+                              N * vh, vh, shared_v ? 0 : hd, 64, N * hd, hd, 64};
+    for (int i = 0; i < 20; i++) {
+        const dswa_aot_param *q = &in.params[3 + i];
+        int err = 0;
+        const int64_t x = eval(shared_v ? q->expr_shared_v : q->expr, &p, &err);
+        CHECK(q->value == want[i] && !err && x == want[i], "N=%d B=%d H=%d W=%d/%d%s: %s = %d, formula '%s' gives %lld%s, "
+              "expected %lld", N, B, H, wl, wr, shared_v ? " shared V" : "", q->name, (int)q->value,
+              shared_v ? q->expr_shared_v : q->expr, (long long)x, err ? " (does not parse)" : "", (long long)want[i]);
+    }
+    const int64_t tiles = (N + 63) / 64, gx = (tiles + in.strip - 1) / in.strip;
+    const int64_t gwant[3] = {gx, H, B};
+    for (int d = 0; d < 3; d++) {
+        int err = 0;
+        const int64_t x = eval(in.grid[d], &p, &err);
+        CHECK(!err && x == gwant[d] && in.grid_dims[d] == (unsigned)gwant[d], "N=%d: grid[%d] = %u, formula '%s' gives "
+              "%lld, expected %lld", N, d, in.grid_dims[d], in.grid[d], (long long)x, (long long)gwant[d]);
+    }
+    /* the window-free export's formulas, with WL and WR, agree too */
+    dswa_aot_info any;
+    if (dswa_aot_kernel(arch, dt, DSWA_MATH_DEFAULT, &any) == DSWA_OK) {
+        for (int i = 0; i < 20; i++) {
+            int err = 0;
+            const int64_t x = eval(shared_v ? any.params[3 + i].expr_shared_v : any.params[3 + i].expr, &p, &err);
+            CHECK(!err && x == want[i], "window-free %s: formula '%s' gives %lld, expected %lld", any.params[3 + i].name,
+                  any.params[3 + i].expr, (long long)x, (long long)want[i]);
+        }
+        dswa_aot_info_free(&any);
+    }
+    dswa_aot_info_free(&in);
+}
+
+static void expect_fail(dswa_status s, dswa_status want, const dswa_aot_info *in, const char *what,
+                        const char *must_mention) {
+    const char *msg = dswa_last_error();
+    CHECK(s == want, "%s: status %s, expected %s (%s)", what, dswa_status_string(s), dswa_status_string(want), msg);
+    CHECK(msg && msg[0], "%s: no message", what);
+    if (must_mention) CHECK(strstr(msg, must_mention) != NULL, "%s: the message does not mention '%s': %s", what,
+                            must_mention, msg);
+    if (in) {
+        static const dswa_aot_info zero;
+        CHECK(!memcmp(in, &zero, sizeof zero), "%s: the info is not zeroed after a failure", what);
+    }
+    printf("refused as expected: %s: %s\n", what, msg);
+}
+
+static void error_cases(int have_ptx) {
+    dswa_aot_info in;
+    memset(&in, 0x5a, sizeof in);
+    expect_fail(dswa_aot_kernel("sm_75", DSWA_F32, DSWA_MATH_DEFAULT, &in), DSWA_ERR_INVALID_ARGUMENT, &in,
+                "arch sm_75", "sm_80, sm_86, sm_89, sm_90, sm_100, sm_120");
+    expect_fail(dswa_aot_kernel("sm_90a", DSWA_F32, DSWA_MATH_DEFAULT, &in), DSWA_ERR_INVALID_ARGUMENT, &in,
+                "arch sm_90a", "sm_90");
+    expect_fail(dswa_aot_kernel("gfx90a", DSWA_F16, DSWA_MATH_DEFAULT, &in), DSWA_ERR_INVALID_ARGUMENT, &in,
+                "arch gfx90a", "sm_120");
+    expect_fail(dswa_aot_kernel(NULL, DSWA_F16, DSWA_MATH_DEFAULT, &in), DSWA_ERR_INVALID_ARGUMENT, &in, "arch NULL",
+                "sm_80");
+    expect_fail(dswa_aot_kernel("sm_90", (dswa_dtype)7, DSWA_MATH_DEFAULT, &in), DSWA_ERR_INVALID_ARGUMENT, &in,
+                "dtype 7", "bf16");
+    expect_fail(dswa_aot_kernel("sm_90", DSWA_F32, (dswa_math)9, &in), DSWA_ERR_INVALID_ARGUMENT, &in, "math 9",
+                "fp32");
+    expect_fail(dswa_aot_kernel("sm_90", DSWA_F32, DSWA_MATH_FP32, &in), DSWA_ERR_UNSUPPORTED, &in, "math fp32",
+                "fp32");
+    expect_fail(dswa_aot_kernel_window("sm_90", DSWA_F16, DSWA_MATH_DEFAULT, 3, -1, &in), DSWA_ERR_INVALID_ARGUMENT,
+                &in, "windows 3/-1", "window");
+    expect_fail(dswa_aot_kernel("sm_90", DSWA_F16, DSWA_MATH_DEFAULT, NULL), DSWA_ERR_INVALID_ARGUMENT, NULL,
+                "out NULL", "NULL");
+    expect_fail(dswa_aot_kernel_for("sm_90", NULL, &in), DSWA_ERR_INVALID_ARGUMENT, &in, "problem NULL", "NULL");
+    expect_fail(dswa_aot_set_ptx_isa(&in, "7.8"), DSWA_ERR_INVALID_ARGUMENT, NULL, "set_ptx_isa on an empty info",
+                NULL);
+    dswa_aot_info_free(&in); /* harmless on a zeroed info */
+    dswa_aot_info_free(NULL);
+
+    dswa_problem p = dswa_problem_default(2, 300, 4, 64, 17);
+    p.math = DSWA_MATH_FP32;
+    expect_fail(dswa_aot_kernel_for("sm_90", &p, &in), DSWA_ERR_UNSUPPORTED, &in, "problem with math fp32", "fp32");
+    p = dswa_problem_default(2, 300, 4, 64, 17);
+    p.batch = 0;
+    expect_fail(dswa_aot_kernel_for("sm_90", &p, &in), DSWA_ERR_INVALID_ARGUMENT, &in, "empty problem", "batch");
+    p = dswa_problem_default(2, 300, 4, 64, 17);
+    p.window_left = -2;
+    expect_fail(dswa_aot_kernel_for("sm_90", &p, &in), DSWA_ERR_INVALID_ARGUMENT, &in, "negative window",
+                "window_left");
+    if (!have_ptx) return;
+    p = dswa_problem_default(2, 300, 4, 32, 17);
+    expect_fail(dswa_aot_kernel_for("sm_90", &p, &in), DSWA_ERR_UNSUPPORTED, &in, "head_dim 32", "head_dim");
+    p = dswa_problem_default(2, 300, 4, 64, 17);
+    p.dtype = DSWA_F16;
+    p.q.seq += 4; /* not a multiple of 8 f16 elements: no 16-byte rows */
+    p.q.batch = p.q.seq * 300;
+    expect_fail(dswa_aot_kernel_for("sm_90", &p, &in), DSWA_ERR_MISALIGNED, &in, "misaligned q.seq", "q.seq");
+
+    /* --ptx-isa */
+    dswa_status s = dswa_aot_kernel("sm_90", DSWA_BF16, DSWA_MATH_DEFAULT, &in);
+    CHECK(s == DSWA_OK, "sm_90 bf16: %s", dswa_last_error());
+    if (s != DSWA_OK) return;
+    expect_fail(dswa_aot_set_ptx_isa(&in, "7.7"), DSWA_ERR_INVALID_ARGUMENT, NULL, "ptx_isa 7.7 on sm_90", "sm_90");
+    expect_fail(dswa_aot_set_ptx_isa(&in, "9.1"), DSWA_ERR_INVALID_ARGUMENT, NULL, "ptx_isa 9.1", "9.0");
+    expect_fail(dswa_aot_set_ptx_isa(&in, "8"), DSWA_ERR_INVALID_ARGUMENT, NULL, "ptx_isa '8'", "X.Y");
+    expect_fail(dswa_aot_set_ptx_isa(&in, "8.0x"), DSWA_ERR_INVALID_ARGUMENT, NULL, "ptx_isa '8.0x'", "X.Y");
+    expect_fail(dswa_aot_set_ptx_isa(&in, NULL), DSWA_ERR_INVALID_ARGUMENT, NULL, "ptx_isa NULL", NULL);
+    char buf[64];
+    CHECK(directive(in.ptx, ".version", buf, sizeof buf) && !strcmp(buf, ".version 7.8"),
+          "a refused --ptx-isa changed the module: %s", buf);
+    const char *isas[] = {"8.0", "8.5", "9.0", "7.8"};
+    for (int i = 0; i < 4; i++) {
+        s = dswa_aot_set_ptx_isa(&in, isas[i]);
+        char want[32];
+        snprintf(want, sizeof want, ".version %s", isas[i]);
+        CHECK(s == DSWA_OK && directive(in.ptx, ".version", buf, sizeof buf) && !strcmp(buf, want) &&
+              in.ptx_size == strlen(in.ptx) && count_substr(in.ptx, ".version") == 1,
+              "set_ptx_isa %s: %s; module says '%s'", isas[i], dswa_last_error(), buf);
+        if (ptxas && s == DSWA_OK && i == 0) {
+            int rc = dswa_ptxas_assemble(ptxas, in.ptx, in.ptx_size, "sm_90", NULL);
+            CHECK(rc == 0, "ptxas refused sm_90 bf16 at .version 8.0 (exit %d)", rc);
+        }
+    }
+    dswa_aot_info_free(&in);
+    CHECK(in.ptx == NULL && in.storage_ == NULL, "dswa_aot_info_free left pointers behind");
+}
+
+/* dswa_aot_isa_required on modules of its own: instruction features raise the minimum, text in
+   comments and inside identifiers does not. */
+static void feature_cases(void) {
+    static const struct { const char *body; int sm, major, minor; const char *what; } cases[] = {
+        {"\tmma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%f1}, {%r1}, {%r2}, {%f1};\n", 80, 7, 0, NULL},
+        {"\tstmatrix.sync.aligned.m8n8.x4.shared.b16 [%r1], {%r2, %r3, %r4, %r5};\n", 80, 7, 8, "stmatrix"},
+        {"\t// stmatrix.sync.aligned.m8n8.x4.shared.b16 [%r1], {%r2, %r3, %r4, %r5};\n", 80, 7, 0, NULL},
+        {"\tmov.u32 %r1, mapa_table;\n", 86, 7, 1, NULL},
+        {"\t@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1], 16, [%r2];\n", 90, 8, 0,
+         "cp.async.bulk"},
+        {"\tld.global.b128 %rq1, [%rd1];\n", 90, 8, 3, ".b128"},
+        {"\tld.global.L2::128B.v4.u32 {%r1, %r2, %r3, %r4}, [%rd1];\n", 80, 7, 4, "L2::128B"},
+        {"\tld.global.L2::128B.v4.u32 {%r1, %r2, %r3, %r4}, [%rd1];\n", 100, 8, 6, NULL},
+        {"\tcvt.f32.bf16 %f1, %rs1;\n", 80, 7, 1, "cvt.f32.bf16"},
+        {"\tcvt.f32.bf16 %f1, %rs1;\n", 120, 8, 7, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char ptx[1024];
+        snprintf(ptx, sizeof ptx, ".version 9.0\n.target sm_%d\n.address_size 64\n\n.visible .entry k()\n{\n%s\tret;\n}\n",
+                 cases[i].sm, cases[i].body);
+        int mj = -1, mn = -1;
+        const char *what = NULL;
+        const int rc = dswa_aot_isa_required(ptx, cases[i].sm, &mj, &mn, &what);
+        CHECK(rc == 0 && mj == cases[i].major && mn == cases[i].minor &&
+              ((what == NULL && cases[i].what == NULL) || (what && cases[i].what && !strcmp(what, cases[i].what))),
+              "feature case %zu (sm_%d): %d.%d by %s, expected %d.%d by %s", i, cases[i].sm, mj, mn,
+              what ? what : "the target", cases[i].major, cases[i].minor, cases[i].what ? cases[i].what : "the target");
+    }
+    int mj, mn;
+    CHECK(dswa_aot_isa_required(".version 9.0\n", 75, &mj, &mn, NULL) == -1, "sm_75 accepted by dswa_aot_isa_required");
+}
+
+int main(void) {
+    feature_cases();
+    dswa_aot_info probe;
+    const dswa_status ps = dswa_aot_kernel("sm_90", DSWA_F16, DSWA_MATH_DEFAULT, &probe);
+    char pmsg[512];
+    snprintf(pmsg, sizeof pmsg, "%s", dswa_last_error());
+    const int have_ptx = ps == DSWA_OK;
+    error_cases(have_ptx);
+    if (!have_ptx) {
+        CHECK(ps == DSWA_ERR_UNSUPPORTED, "sm_90 f16: %s: %s", dswa_status_string(ps), pmsg);
+        printf("dswa_aot_kernel: %s: %s\n", dswa_status_string(ps), pmsg);
+        if (tu_summary("test_aot")) return 1;
+        tu_skip("the build has no embedded PTX (no nvcc at build time); only the refusals were checked");
+    }
+    dswa_aot_info_free(&probe);
+
+    ptxas = dswa_ptxas_find();
+    for (int ai = 0; ai < N_ARCHS; ai++) {
+        for (int band = 0; band < 2; band++)
+            for (int t = 0; t < 3; t++) {
+                const dswa_dtype dt = (dswa_dtype)t;
+                dswa_aot_info in;
+                /* the wide kernel by default; the band kernel for SAME-L's window (17 + 17 <= 48) */
+                const dswa_status s = band ? dswa_aot_kernel_window(archs[ai].arch, dt, DSWA_MATH_DEFAULT, 17, 17, &in)
+                                           : dswa_aot_kernel(archs[ai].arch, dt, t == 0 ? DSWA_MATH_TF32 : DSWA_MATH_DEFAULT, &in);
+                CHECK(s == DSWA_OK, "%s %s %s: %s: %s", archs[ai].arch, dswa_dtype_name(dt), band ? "band" : "wide",
+                      dswa_status_string(s), dswa_last_error());
+                if (s != DSWA_OK) continue;
+                check_export(&in, ai, dt, band);
+                if (t == 2)
+                    printf("%s: %s: PTX ISA %d.%d (%s), %u B shared, grid (%s, %s, %s), %zu bytes of PTX\n",
+                           archs[ai].arch, band ? "band" : "wide", in.ptx_isa_major, in.ptx_isa_minor,
+                           in.ptx_isa_min_reason, in.shared_bytes, in.grid[0], in.grid[1], in.grid[2], in.ptx_size);
+                dswa_aot_info_free(&in);
+            }
+    }
+    /* windows around the band/wide boundary, clamping, both V layouts, batch strides */
+    check_for("sm_90", DSWA_BF16, 3, 1000, 24, 17, 17, 0, 0.125f, 1.0f);
+    check_for("sm_90", DSWA_BF16, 3, 1000, 24, 17, 17, 1, 0.125f, 1.0f);
+    check_for("sm_80", DSWA_F32, 1, 1000, 3, 24, 24, 0, 0.3f, 0.8f);
+    check_for("sm_80", DSWA_F32, 1, 1000, 3, 24, 25, 1, 0.3f, -0.5f);
+    check_for("sm_120", DSWA_F16, 3, 4096, 2, 0, 0, 0, 1.0f, 0.0f);
+    check_for("sm_100", DSWA_F16, 2, 70, 2, 300, 300, 1, 0.125f, 1.0f); /* clamped 69 + 69: wide */
+    check_for("sm_89", DSWA_F16, 2, 20, 2, 30, 30, 0, 0.125f, 1.0f);    /* clamped 19 + 19: band */
+    check_for("sm_86", DSWA_BF16, 5, 1, 1, 0, 7, 0, 0.125f, 1.0f);
+    check_for("sm_90", DSWA_F32, 2, 64 * 7 + 1, 5, 40, 25, 1, 0.125f, 1.0f);
+
+    if (ptxas)
+        printf("ptxas (%s) assembled %d exports; %d copies one PTX ISA version below the claim were refused\n",
+               ptxas, assembled, refused_below);
+    else
+        printf("skipped: assembling with ptxas (none on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin); the other "
+               "checks ran\n");
+    free(ptxas);
+    TEST_MAIN_RETURN("test_aot");
+}

@@ -1,0 +1,301 @@
+/* `dswa aot`: the command-line face of the library's AOT export (dswa.h, dswa_aot_*). Writes
+   the kernel the library launches as PTX for TensorRT's AOT plugin path (plain .target, the
+   lowest .version that the target and the instructions allow) and, as JSON, everything a
+   tensorrt.plugin aot_impl needs to launch it: the entry name, the parameters in launch order
+   with their kind and meaning, the int32 extras as formulas of the input shapes, block,
+   shared memory and the grid as formulas of B, N, H. The PTX comes from the library (embedded
+   at build time): no CUDA toolkit is needed at run time.
+   The subcommand table in tools/dswa.c wires in dswa_cmd_aot and dswa_help_aot. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+int dswa_cmd_aot(int argc, char **argv);
+void dswa_help_aot(void);
+
+void dswa_help_aot(void) {
+    fputs(
+        "usage: dswa aot --arch sm_XX --dtype f32|f16|bf16 [--math default|tf32|fp32]\n"
+        "                [--window W | --window-left L --window-right R] [--ptx-isa X.Y]\n"
+        "                [--shape B,N,H [--shared-v] [--scale S] [--lambda L]]\n"
+        "                [-o kernel.ptx] [--meta kernel.json]\n"
+        "\n"
+        "Exports the kernel the library launches, for TensorRT's AOT plugin path\n"
+        "(tensorrt.plugin.aot_impl): PTX with a plain .target sm_XX and the lowest .version the\n"
+        "target and the instructions allow (sm_80: 7.0, sm_86: 7.1, sm_89/sm_90: 7.8, sm_100: 8.6,\n"
+        "sm_120: 8.7), so that older drivers can JIT it; one entry per module. The kernel takes\n"
+        "its arguments in TensorRT's order: the input pointers q, k, v, then 20 int32 extras\n"
+        "(N, the clamped windows, the float bits of scale and lambda, the element strides), then\n"
+        "the output pointer. The PTX was embedded in the library at build time.\n"
+        "\n"
+        "options:\n"
+        "  --arch sm_XX    target: sm_80, sm_86, sm_89, sm_90, sm_100 or sm_120 (a newer GPU\n"
+        "                  JIT-compiles the closest one below it)\n"
+        "  --dtype T       f32 (TF32 matrix math), f16 or bf16: of Q, K, V and out alike\n"
+        "  --math M        default|tf32|fp32 for f32 (fp32 is not implemented on CUDA yet)\n"
+        "  --window W      window_left = window_right = W (SAME-L: 17)\n"
+        "  --window-left L, --window-right R   asymmetric windows\n"
+        "                  With windows, the kernel is the one the library launches for them:\n"
+        "                  the band kernel when L + R <= 48, else the wide one. Without, the\n"
+        "                  wide kernel, which takes any window (WL and WR in the formulas).\n"
+        "  --ptx-isa X.Y   write this .version instead of the lowest; refused when too low for\n"
+        "                  the target or an instruction, or above what nvcc wrote\n"
+        "  --shape B,N,H   also give each extra's value and the grid for this problem (Q, K, V\n"
+        "                  contiguous (B, N, 2H, 64), out (B, N, H, 64)); needs windows\n"
+        "  --shared-v      with --shape: V is (B, N, H, 64), read by both pairs (v_sp = 0)\n"
+        "  --scale S       with --shape: the scale (default 0.125 = 1/sqrt(64))\n"
+        "  --lambda L      with --shape: lambda (default 1)\n"
+        "  -o FILE         write the PTX to FILE ('-': standard output)\n"
+        "  --meta FILE     write the JSON metadata to FILE ('-': standard output)\n"
+        "  -h, --help      this text\n"
+        "Without -o and --meta the PTX goes to standard output. Files are written whole or not\n"
+        "at all. The metadata's formulas use B (q.shape[0]), N (q.shape[1]), H (q.shape[2] / 2,\n"
+        "the output heads), D (q.shape[3], 64); '//' is floor division; float_bits(x) is the\n"
+        "int32 with the bits of the fp32 x.\n"
+        "\n"
+        "Exit status: 0; 1 when the export is unsupported (a build without nvcc, math fp32) or a\n"
+        "file cannot be written; 2 for bad usage (unknown arch, dtype or math, bad values).\n",
+        stdout);
+}
+
+/* Writes len bytes to path ("-": stdout) through a temporary file renamed into place. */
+static int write_all(const char *path, const char *text, size_t len) {
+    if (!strcmp(path, "-")) {
+        if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) {
+            fprintf(stderr, "dswa aot: cannot write to standard output\n");
+            return 1;
+        }
+        return 0;
+    }
+    const size_t n = strlen(path);
+    char *tmp = malloc(n + 16 + 1);
+    if (!tmp) {
+        fprintf(stderr, "dswa aot: out of memory\n");
+        return 1;
+    }
+    snprintf(tmp, n + 16, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    int ok = f != NULL;
+    if (ok) ok = fwrite(text, 1, len, f) == len;
+    if (f && fclose(f) != 0) ok = 0;
+    if (ok && rename(tmp, path) != 0) ok = 0;
+    if (!ok) {
+        remove(tmp);
+        fprintf(stderr, "dswa aot: cannot write %s\n", path);
+    }
+    free(tmp);
+    return ok ? 0 : 1;
+}
+
+static const char *kind_name(dswa_aot_param_kind k) {
+    return k == DSWA_AOT_INPUT ? "input" : k == DSWA_AOT_EXTRA ? "int32" : "output";
+}
+
+/* The metadata as JSON, in memory (open_memstream), so that it is written whole or not at all. */
+static char *meta_json(const dswa_aot_info *in, const char *ptx_file, const dswa_problem *p, int shared_v,
+                       size_t *len) {
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    if (!f) return NULL;
+    fputs("{\n  \"kernel\": ", f);
+    cli_json_str(f, in->kernel_name);
+    fputs(",\n  \"family\": ", f);
+    cli_json_str(f, in->family);
+    fprintf(f, ",\n  \"max_span\": %d,\n  \"target\": ", in->max_span);
+    cli_json_str(f, in->target);
+    fprintf(f, ",\n  \"ptx_isa\": \"%d.%d\",\n  \"ptx_isa_min\": \"%d.%d\",\n  \"ptx_isa_min_reason\": ",
+            in->ptx_isa_major, in->ptx_isa_minor, in->ptx_isa_min_major, in->ptx_isa_min_minor);
+    cli_json_str(f, in->ptx_isa_min_reason);
+    fprintf(f, ",\n  \"ptx_isa_nvcc\": \"%d.%d\",\n  \"ptx_bytes\": %zu,\n  \"ptx_file\": ", in->toolkit_isa_major,
+            in->toolkit_isa_minor, in->ptx_size);
+    if (ptx_file && strcmp(ptx_file, "-")) cli_json_str(f, ptx_file);
+    else fputs("null", f);
+    fputs(",\n  \"dtype\": ", f);
+    cli_json_str(f, dswa_dtype_name(in->dtype));
+    fputs(",\n  \"math\": ", f);
+    cli_json_str(f, dswa_math_name(in->math));
+    fprintf(f, ",\n  \"head_dim\": %d,\n", in->head_dim);
+    if (in->window_left >= 0)
+        fprintf(f, "  \"window_left\": %d,\n  \"window_right\": %d,\n", in->window_left, in->window_right);
+    else
+        fputs("  \"window_left\": null,\n  \"window_right\": null,\n", f);
+    fputs("  \"vars\": {\"B\": \"batch, q.shape[0]\", \"N\": \"sequence length, q.shape[1]\", "
+          "\"H\": \"output heads, q.shape[2] / 2\", \"D\": \"head dim, q.shape[3] (must be 64)\"", f);
+    if (in->window_left < 0)
+        fputs(", \"WL\": \"window_left (an attribute)\", \"WR\": \"window_right (an attribute)\"", f);
+    fputs("},\n", f);
+    fprintf(f, "  \"launch_order\": \"inputs, then int32 extras, then outputs\",\n"
+               "  \"num_inputs\": %d,\n  \"num_extras\": %d,\n  \"num_outputs\": %d,\n  \"params\": [\n",
+            in->n_inputs, in->n_extras, in->n_outputs);
+    for (int i = 0; i < in->n_params; i++) {
+        const dswa_aot_param *q = &in->params[i];
+        fprintf(f, "    {\"index\": %d, \"name\": ", i);
+        cli_json_str(f, q->name);
+        fputs(", \"kind\": ", f);
+        cli_json_str(f, kind_name(q->kind));
+        fputs(q->kind == DSWA_AOT_EXTRA ? ", \"expr\": " : ", \"shape\": ", f);
+        cli_json_str(f, q->expr);
+        if (q->expr_shared_v && strcmp(q->expr_shared_v, q->expr)) {
+            fputs(q->kind == DSWA_AOT_EXTRA ? ", \"expr_shared_v\": " : ", \"shape_shared_v\": ", f);
+            cli_json_str(f, q->expr_shared_v);
+        }
+        if (in->has_problem && q->kind == DSWA_AOT_EXTRA) fprintf(f, ", \"value\": %d", (int)q->value);
+        fputs(", \"meaning\": ", f);
+        cli_json_str(f, q->meaning);
+        fputs(i + 1 < in->n_params ? "},\n" : "}\n", f);
+    }
+    fprintf(f, "  ],\n  \"block\": [%u, %u, %u],\n  \"shared_bytes\": %u,\n  \"dynamic_shared_bytes\": %u,\n"
+               "  \"grid\": [", in->block[0], in->block[1], in->block[2], in->shared_bytes,
+            in->dynamic_shared_bytes);
+    for (int d = 0; d < 3; d++) {
+        cli_json_str(f, in->grid[d]);
+        fputs(d < 2 ? ", " : "]", f);
+    }
+    if (in->has_problem && p) {
+        fprintf(f, ",\n  \"problem\": {\"batch\": %d, \"seq_len\": %d, \"heads\": %d, \"head_dim\": %d, "
+                   "\"shared_v\": %s, \"scale\": %.9g, \"lambda\": %.9g},\n  \"grid_values\": [%u, %u, %u]",
+                p->batch, p->seq_len, p->heads, p->head_dim, shared_v ? "true" : "false", (double)p->scale,
+                (double)p->lambda, in->grid_dims[0], in->grid_dims[1], in->grid_dims[2]);
+    }
+    fputs("\n}\n", f);
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static int parse_dtype(const char *s, dswa_dtype *t) {
+    if (!strcmp(s, "f32")) *t = DSWA_F32;
+    else if (!strcmp(s, "f16")) *t = DSWA_F16;
+    else if (!strcmp(s, "bf16")) *t = DSWA_BF16;
+    else return -1;
+    return 0;
+}
+
+static int parse_float(const char *s, float *out) {
+    char *end = NULL;
+    double x = strtod(s, &end);
+    if (!*s || *end || !(x == x) || x > 3.4e38 || x < -3.4e38) return -1;
+    *out = (float)x;
+    return 0;
+}
+
+int dswa_cmd_aot(int argc, char **argv) {
+    const char *cmd = "aot";
+    const char *arch = NULL, *dtype_s = NULL, *math_s = NULL, *isa = NULL, *out_path = NULL, *meta_path = NULL;
+    const char *win = NULL, *wl_s = NULL, *wr_s = NULL, *shape_s = NULL, *scale_s = NULL, *lambda_s = NULL;
+    int shared_v = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int m;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            dswa_help_aot();
+            return 0;
+        }
+#define OPT(name, var)                                                      \
+    if ((m = cli_opt(cmd, argc, argv, &i, name, 1, &var)) != 0) {          \
+        if (m < 0) return 2;                                                \
+        continue;                                                           \
+    }
+        OPT("--arch", arch)
+        OPT("--dtype", dtype_s)
+        OPT("--math", math_s)
+        OPT("--window-left", wl_s)
+        OPT("--window-right", wr_s)
+        OPT("--window", win)
+        OPT("--ptx-isa", isa)
+        OPT("--shape", shape_s)
+        OPT("--scale", scale_s)
+        OPT("--lambda", lambda_s)
+        OPT("--meta", meta_path)
+        OPT("-o", out_path)
+#undef OPT
+        if ((m = cli_opt(cmd, argc, argv, &i, "--shared-v", 0, NULL)) != 0) {
+            if (m < 0) return 2;
+            shared_v = 1;
+            continue;
+        }
+        return cli_usage_error(cmd, a[0] == '-' ? "unknown option '%s'" : "unexpected argument '%s'", a);
+    }
+    if (!arch) return cli_usage_error(cmd, "--arch is required (sm_80, sm_86, sm_89, sm_90, sm_100, sm_120)");
+    if (!dtype_s) return cli_usage_error(cmd, "--dtype is required (f32, f16, bf16)");
+    dswa_dtype dtype;
+    dswa_math math = DSWA_MATH_DEFAULT;
+    if (parse_dtype(dtype_s, &dtype))
+        return cli_usage_error(cmd, "--dtype %s: unknown; the dtypes are f32, f16, bf16", dtype_s);
+    if (math_s && cli_parse_math(math_s, &math))
+        return cli_usage_error(cmd, "--math %s: unknown; the maths are default, tf32, fp32", math_s);
+    int64_t wl = -1, wr = -1, w;
+    if (win && (wl_s || wr_s))
+        return cli_usage_error(cmd, "--window and --window-left/--window-right exclude each other");
+    if ((wl_s != NULL) != (wr_s != NULL))
+        return cli_usage_error(cmd, "--window-left and --window-right go together");
+    if (win) {
+        if (cli_parse_i64(win, 0, INT32_MAX, &w)) return cli_usage_error(cmd, "--window %s: must be an integer >= 0", win);
+        wl = wr = w;
+    }
+    if (wl_s && (cli_parse_i64(wl_s, 0, INT32_MAX, &wl) || cli_parse_i64(wr_s, 0, INT32_MAX, &wr)))
+        return cli_usage_error(cmd, "--window-left %s --window-right %s: must be integers >= 0", wl_s, wr_s);
+    if (!shape_s && (shared_v || scale_s || lambda_s))
+        return cli_usage_error(cmd, "--shared-v, --scale and --lambda describe a problem: they need --shape");
+    if (out_path && meta_path && !strcmp(out_path, "-") && !strcmp(meta_path, "-"))
+        return cli_usage_error(cmd, "-o - and --meta - cannot both write to standard output");
+
+    dswa_aot_info info;
+    dswa_status s;
+    dswa_problem p;
+    memset(&p, 0, sizeof p);
+    if (shape_s) {
+        int64_t v[3];
+        if (wl < 0) return cli_usage_error(cmd, "--shape needs the windows (--window, or --window-left and --window-right)");
+        if (cli_parse_i64_list(shape_s, 1, INT32_MAX, v, 3) != 3)
+            return cli_usage_error(cmd, "--shape %s: must be B,N,H (three positive integers)", shape_s);
+        p = dswa_problem_default((int32_t)v[0], (int32_t)v[1], (int32_t)v[2], 64, 0);
+        p.window_left = (int32_t)wl;
+        p.window_right = (int32_t)wr;
+        p.dtype = dtype;
+        p.math = math;
+        if (shared_v) {
+            p.v.pair = 0;
+            p.v.seq = (int64_t)v[2] * 64;
+            p.v.batch = (int64_t)v[1] * v[2] * 64;
+        }
+        if (scale_s && parse_float(scale_s, &p.scale)) return cli_usage_error(cmd, "--scale %s: must be a number", scale_s);
+        if (lambda_s && parse_float(lambda_s, &p.lambda)) return cli_usage_error(cmd, "--lambda %s: must be a number", lambda_s);
+        s = dswa_aot_kernel_for(arch, &p, &info);
+    } else {
+        s = dswa_aot_kernel_window(arch, dtype, math, (int32_t)wl, (int32_t)wr, &info);
+    }
+    if (s == DSWA_OK && isa) s = dswa_aot_set_ptx_isa(&info, isa);
+    if (s != DSWA_OK) {
+        const char *msg = dswa_last_error();
+        dswa_aot_info_free(&info);
+        if (s == DSWA_ERR_INVALID_ARGUMENT || s == DSWA_ERR_MISALIGNED) return cli_usage_error(cmd, "%s", msg);
+        fprintf(stderr, "dswa aot: %s: %s\n", dswa_status_string(s), msg);
+        return 1;
+    }
+
+    int rc = 0;
+    if (out_path || !meta_path) rc = write_all(out_path ? out_path : "-", info.ptx, info.ptx_size);
+    if (rc == 0 && meta_path) {
+        size_t len = 0;
+        char *json = meta_json(&info, out_path, shape_s ? &p : NULL, shared_v, &len);
+        if (!json) {
+            fprintf(stderr, "dswa aot: out of memory\n");
+            rc = 1;
+        } else {
+            rc = write_all(meta_path, json, len);
+            free(json);
+        }
+    }
+    if (rc == 0 && out_path && strcmp(out_path, "-"))
+        fprintf(stderr, "dswa aot: wrote %s: %s for %s, PTX ISA %d.%d, %zu bytes\n", out_path, info.kernel_name,
+                info.target, info.ptx_isa_major, info.ptx_isa_minor, info.ptx_size);
+    dswa_aot_info_free(&info);
+    return rc;
+}
