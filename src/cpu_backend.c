@@ -96,16 +96,17 @@ static size_t carve(cpu_scratch *sc, const cpu_plan *P, float *base) {
 
 /* ---- input and output conversion ------------------------------------------------------ */
 
-/* f16 -> f32 without branches, so that row conversion vectorizes; bit-identical to
-   dswa_f16_to_f32 for all 65536 inputs (checked exhaustively). The exponent is rebiased by
-   112; an all-ones exponent (inf/NaN) gets 112 more; a zero exponent (zero/subnormal) is
-   made normal by one more exponent step and then has that step's 2^-14 subtracted. */
+/* f16 -> f32, bit-identical to dswa_f16_to_f32 for all 65536 inputs (checked exhaustively),
+   with the cases picked by bit masks so that row conversion vectorizes. The exponent is
+   rebiased by 112; an all-ones exponent (inf/NaN) gets 112 more; a zero exponent (zero or
+   subnormal) is made normal by one more exponent step, which then has its 2^-14 subtracted. */
 HOT float f16_to_f32(uint16_t h) {
     const uint32_t o = (uint32_t)(h & 0x7fffu) << 13, e = o & 0x0f800000u;
-    const uint32_t n = o + (112u << 23) + (e == 0x0f800000u ? 112u << 23 : 0u);
-    const float sub = as_float(n + (1u << 23)) - 6.103515625e-05f;
-    const float f = e == 0 ? sub : as_float(n);
-    return as_float(as_bits(f) | ((uint32_t)(h & 0x8000u) << 16));
+    const uint32_t infnan = 0u - (uint32_t)(e == 0x0f800000u);
+    const uint32_t low = 0u - (uint32_t)(e == 0);
+    const uint32_t n = o + (112u << 23) + ((112u << 23) & infnan);
+    const uint32_t sub = as_bits(as_float(n + (1u << 23)) - 6.103515625e-05f);
+    return as_float((n & ~low) | (sub & low) | ((uint32_t)(h & 0x8000u) << 16));
 }
 
 /* One row of D elements at element stride sd, converted to fp32, zero-padded to Dp. */
@@ -186,17 +187,46 @@ HOT void transpose16(int W, const float *src, size_t lds, float *dst, size_t ldd
     for (int c = 0; c < 16; c++) memcpy(dst + (size_t)c * ldd, &a[c], sizeof(vf16));
 }
 
-HOT void store_row(void *base, int64_t off, int64_t sd, const float *src, int D,
+/* f32 -> f16 and bf16, round to nearest even, bit-identical to dswa_f32_to_f16 and
+   dswa_f32_to_bf16 for all 2^32 inputs (checked exhaustively), with every case computed and
+   picked by bit masks so that output rows convert as vectors (selects between computed
+   values get split into branches otherwise). f16: normals are rebiased and rounded at bit
+   13; from 65520 up the result is inf; below 2^-14, adding 0.5 makes the FPU round a * 2^24
+   to the subnormal's integer mantissa; NaN becomes the quiet NaN 0x7e00. */
+HOT uint16_t f32_to_f16(float x) {
+    const uint32_t u = as_bits(x), a = u & 0x7fffffffu, sign = (u >> 16) & 0x8000u;
+    const uint32_t nrm = (a - (112u << 23) + 0xfffu + ((a >> 13) & 1u)) >> 13;
+    const uint32_t sub = as_bits(as_float(a) + 0.5f) - 0x3f000000u;
+    const uint32_t big = 0u - (uint32_t)(a >= 0x477ff000u);
+    const uint32_t tiny = 0u - (uint32_t)(a < 0x38800000u);
+    const uint32_t nan = 0u - (uint32_t)(a > 0x7f800000u);
+    uint32_t r = (nrm & ~big) | (0x7c00u & big);
+    r = (r & ~tiny) | (sub & tiny);
+    r = (r & ~nan) | (0x7e00u & nan);
+    return (uint16_t)(r | sign);
+}
+HOT uint16_t f32_to_bf16(float x) {
+    const uint32_t u = as_bits(x);
+    const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet = (u >> 16) | 0x40u;
+    const uint32_t nan = 0u - (uint32_t)((u & 0x7fffffffu) > 0x7f800000u);
+    return (uint16_t)((r & ~nan) | (quiet & nan));
+}
+
+/* One output row of D elements at element stride sd, converted from fp32. */
+HOT void store_row(void *base, int64_t off, int64_t sd, const float *restrict src, int D,
                    dswa_dtype dt) {
     if (dt == DSWA_F32) {
-        float *o = (float *)base + off;
-        for (int d = 0; d < D; d++) o[d * sd] = src[d];
+        float *restrict o = (float *)base + off;
+        if (sd == 1) for (int d = 0; d < D; d++) o[d] = src[d];
+        else for (int d = 0; d < D; d++) o[d * sd] = src[d];
     } else if (dt == DSWA_F16) {
-        uint16_t *o = (uint16_t *)base + off;
-        for (int d = 0; d < D; d++) o[d * sd] = dswa_f32_to_f16(src[d]);
+        uint16_t *restrict o = (uint16_t *)base + off;
+        if (sd == 1) for (int d = 0; d < D; d++) o[d] = f32_to_f16(src[d]);
+        else for (int d = 0; d < D; d++) o[d * sd] = f32_to_f16(src[d]);
     } else {
-        uint16_t *o = (uint16_t *)base + off;
-        for (int d = 0; d < D; d++) o[d * sd] = dswa_f32_to_bf16(src[d]);
+        uint16_t *restrict o = (uint16_t *)base + off;
+        if (sd == 1) for (int d = 0; d < D; d++) o[d] = f32_to_bf16(src[d]);
+        else for (int d = 0; d < D; d++) o[d * sd] = f32_to_bf16(src[d]);
     }
 }
 

@@ -342,7 +342,8 @@ static void test_refusals(void) {
     r[0].want = DSWA_ERR_MISALIGNED; r[0].field = "q = ";
     r[1].what = "seq stride not a multiple of 4"; r[1].p = p; r[1].p.k.seq += 1; r[1].q = c.dq;
     r[1].want = DSWA_ERR_MISALIGNED; r[1].field = "k.seq";
-    r[2].what = "dim stride 2"; r[2].p = p; r[2].p.v.dim = 2; r[2].p.v.seq = 2 * 256; r[2].p.v.batch = 0;
+    r[2].what = "dim stride 2"; r[2].p = p; r[2].p.v.dim = 2; r[2].p.v.head = 128; r[2].p.v.pair = 0;
+    r[2].p.v.seq = 256; r[2].p.v.batch = 0; /* spans 16383 elements: inside v's buffer */
     r[2].q = c.dq; r[2].want = DSWA_ERR_MISALIGNED; r[2].field = "v.dim";
     r[3].what = "head_dim 32"; r[3].p = p; r[3].p.head_dim = 32; r[3].q = c.dq;
     r[3].want = DSWA_ERR_UNSUPPORTED; r[3].field = "head_dim";
