@@ -22,7 +22,6 @@ step "build"
 make -s -j"$(nproc)" GPU_ARCH="$arch" all 2>&1 | grep -v '^ptxas warning' || { echo "BUILD FAILED"; exit 1; }
 
 if [ "$part" = all ] || [ "$part" = tests ]; then
-    make -s ptxas-report > "$out/ptxas.txt" 2>&1 || true
     step "tests"
     make GPU_ARCH="$arch" test || rc=1
     cat build/test-logs/*.log > "$out/test-logs.txt" 2>/dev/null
