@@ -19,7 +19,8 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm,clocks.mem --fo
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d ' .')
 echo "building for sm_$arch"
 step "build"
-make -s -j"$(nproc)" GPU_ARCH="$arch" all 2>&1 | grep -v '^ptxas warning' || { echo "BUILD FAILED"; exit 1; }
+make -s -j"$(nproc)" GPU_ARCH="$arch" all > "$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; echo "BUILD FAILED"; exit 1; }
+grep -v '^ptxas warning' "$out/build.log" | tail -n 5
 
 if [ "$part" = all ] || [ "$part" = tests ]; then
     step "tests"
