@@ -39,6 +39,9 @@
 #ifndef BAND_STRIP
 #define BAND_STRIP 1 /* consecutive 64-query tiles per block */
 #endif
+#ifndef BAND_16_MIN_BLOCKS
+#define BAND_16_MIN_BLOCKS 4 /* likewise for the f16 and bf16 entries */
+#endif
 #ifndef BAND_F32_MIN_BLOCKS
 #define BAND_F32_MIN_BLOCKS 4 /* blocks per SM the f32 entry is register-limited to */
 #endif
@@ -317,8 +320,8 @@ __device__ __forceinline__ void dswa_fwd_band(const T *__restrict__ q, const T *
 }
 
 DSWA_ENTRY(dswa_fwd_f32_tf32, float, dswa_fwd_band, BAND_F32_MIN_BLOCKS)
-DSWA_ENTRY(dswa_fwd_f16, __half, dswa_fwd_band, 4)
-DSWA_ENTRY(dswa_fwd_bf16, __nv_bfloat16, dswa_fwd_band, 4)
+DSWA_ENTRY(dswa_fwd_f16, __half, dswa_fwd_band, BAND_16_MIN_BLOCKS)
+DSWA_ENTRY(dswa_fwd_bf16, __nv_bfloat16, dswa_fwd_band, BAND_16_MIN_BLOCKS)
 
 /* Launcher. */
 extern "C" dswa_status dswa_launch_band(dswa_dtype dtype, const dswa_kargs *a, int batch,
