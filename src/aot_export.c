@@ -69,9 +69,6 @@ static dswa_status check_dtype_math(dswa_dtype dtype, dswa_math math) {
     if ((unsigned)math > (unsigned)DSWA_MATH_FP32)
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "math = %d: must be DSWA_MATH_DEFAULT (default), DSWA_MATH_TF32 (tf32) "
                          "or DSWA_MATH_FP32 (fp32)", (int)math);
-    if (dtype == DSWA_F32 && math == DSWA_MATH_FP32)
-        return dswa_fail(DSWA_ERR_UNSUPPORTED, "math = fp32: the CUDA backend implements TF32 matrix math only so far "
-                         "(DSWA_MATH_TF32 or DSWA_MATH_DEFAULT), so there is no fp32 kernel to export");
     return DSWA_OK;
 }
 
@@ -313,14 +310,18 @@ static const dswa_aot_blob *find_blob(const char *family, int sm, const char *en
 }
 
 /* Fills *out for one kernel; windows < 0: any window. */
-static dswa_status export_kernel(int arch_idx, dswa_dtype dtype, int band, int32_t wl, int32_t wr,
-                                 dswa_aot_info *out) {
+static dswa_status export_kernel(int arch_idx, dswa_dtype dtype, dswa_math math, int band, int32_t wl,
+                                 int32_t wr, dswa_aot_info *out) {
     static const char *const entries[2][3] = {
         {"dswa_fwd_wide_f32_tf32", "dswa_fwd_wide_f16", "dswa_fwd_wide_bf16"},
         {"dswa_fwd_f32_tf32", "dswa_fwd_f16", "dswa_fwd_bf16"},
     };
+    const int fp32 = dtype == DSWA_F32 && math == DSWA_MATH_FP32;
+    if (fp32 && !band)
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "math = fp32: the fp32-accurate kernel is the band kernel only "
+                         "(window_left + window_right <= %d); give the windows", DSWA_BAND_MAX_SPAN);
     const aot_arch *ar = &aot_archs[arch_idx];
-    const char *family = band ? "band" : "wide", *entry = entries[band][dtype];
+    const char *family = band ? "band" : "wide", *entry = fp32 ? "dswa_fwd_f32_fp32" : entries[band][dtype];
     const dswa_aot_blob *b = find_blob(family, ar->sm, entry);
     if (!b)
         return dswa_fail(DSWA_ERR_UNSUPPORTED, "no embedded PTX for %s on sm_%d: the build's AOT table lacks it "
@@ -418,7 +419,7 @@ dswa_status dswa_aot_kernel_window(const char *arch, dswa_dtype dtype, dswa_math
                          "(or both negative: any window)", (int)window_left, (int)window_right);
 #ifdef DSWA_HAVE_CUDA
     const int band = window_left >= 0 && (int64_t)window_left + window_right <= DSWA_BAND_MAX_SPAN;
-    return finish(export_kernel(idx, dtype, band, window_left < 0 ? -1 : window_left,
+    return finish(export_kernel(idx, dtype, math, band, window_left < 0 ? -1 : window_left,
                                 window_left < 0 ? -1 : window_right, out), out);
 #else
     return no_cuda();
@@ -452,7 +453,7 @@ dswa_status dswa_aot_kernel_for(const char *arch, const dswa_problem *p, dswa_ao
     dswa_kargs a;
     if ((s = dswa_cuda_kargs(p, in, in, in, o, &a))) return s;
     const int band = a.wl + a.wr <= DSWA_BAND_MAX_SPAN;
-    if ((s = export_kernel(idx, p->dtype, band, p->window_left, p->window_right, out)))
+    if ((s = export_kernel(idx, p->dtype, p->math, band, p->window_left, p->window_right, out)))
         return finish(s, out);
     const int vals[20] = {a.n, a.wl, a.wr, a.scale_bits, a.lambda_bits, a.q[0], a.q[1], a.q[2], a.q[3],
                           a.k[0], a.k[1], a.k[2], a.k[3], a.v[0], a.v[1], a.v[2], a.v[3], a.o[0], a.o[1], a.o[2]};

@@ -36,8 +36,8 @@ dswa_status dswa_cuda_kargs(const dswa_problem *p, const void *q, const void *k,
 dswa_status dswa_launch_wide(dswa_dtype dtype, const dswa_kargs *a, int batch, int heads,
                              const void *q, const void *k, const void *v, void *out,
                              cudaStream_t stream);
-dswa_status dswa_launch_band(dswa_dtype dtype, const dswa_kargs *a, int batch, int heads,
-                             const void *q, const void *k, const void *v, void *out,
+dswa_status dswa_launch_band(dswa_dtype dtype, dswa_math math, const dswa_kargs *a, int batch,
+                             int heads, const void *q, const void *k, const void *v, void *out,
                              cudaStream_t stream);
 #ifdef __cplusplus
 }

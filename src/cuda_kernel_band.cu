@@ -42,6 +42,9 @@
 #ifndef BAND_16_MIN_BLOCKS
 #define BAND_16_MIN_BLOCKS 4 /* likewise for the f16 and bf16 entries */
 #endif
+#ifndef BAND_FP32_MIN_BLOCKS
+#define BAND_FP32_MIN_BLOCKS 3 /* the fp32-accurate entry holds low parts too */
+#endif
 #ifndef BAND_F32_MIN_BLOCKS
 #define BAND_F32_MIN_BLOCKS 4 /* blocks per SM the f32 entry is register-limited to */
 #endif
@@ -56,6 +59,14 @@ template <typename T> struct band_phases {
 };
 
 typedef uint4 band_buf[BAND_ROWS][8]; /* 16-byte chunks, swizzled per row */
+
+/* DSWA_MATH_FP32 ("split") runs every f32 product as three TF32 products, a*b ~ ah*bh +
+   ah*bl + al*bh with ah = a truncated to TF32 and al = a - ah (exact in fp32, then truncated
+   by the tensor core): relative error ~2^-21 instead of TF32's 2^-11. */
+__device__ __forceinline__ uint32_t split_hi(uint32_t x) { return x & 0xffffe000u; }
+__device__ __forceinline__ uint32_t split_lo(uint32_t x) {
+    return __float_as_uint(__uint_as_float(x) - __uint_as_float(x & 0xffffe000u));
+}
 
 template <typename T> struct band_ctx {
     const T *q, *k, *v; /* at (b, h) */
@@ -85,9 +96,9 @@ __device__ __forceinline__ void band_load(band_buf &buf, const band_ctx<T> &c, i
 /* Q fragments for K phase ph of this thread's rows i and i+8: f32 holds full-row chunks 4k + c
    for k = 2*half, 2*half+1 (rounded to TF32); 16-bit holds chunks c and 4 + c raw. The scale is
    applied to the fp32 scores: folding it into Q would round Q a second time. */
-template <typename T>
-__device__ __forceinline__ void band_load_q(uint32_t qa[4][4], const band_ctx<T> &c, int ph,
-                                            int i, float qscale) {
+template <typename T, int SPLIT>
+__device__ __forceinline__ void band_load_q(uint32_t qa[4][4], uint32_t qlo[4][4],
+                                            const band_ctx<T> &c, int ph, int i) {
     typedef band_phases<T> P;
     const int quad = threadIdx.x & 3, p = P::pair(ph), hf = P::half(ph);
     uint32_t w[2][8];
@@ -109,8 +120,14 @@ __device__ __forceinline__ void band_load_q(uint32_t qa[4][4], const band_ctx<T>
     for (int st = 0; st < 4; st++) {
         const uint32_t a[4] = {w[0][2 * st], w[1][2 * st], w[0][2 * st + 1], w[1][2 * st + 1]};
 #pragma unroll
-        for (int e = 0; e < 4; e++)
-            qa[st][e] = sizeof(T) == 4 ? tf32(__uint_as_float(a[e])) : a[e];
+        for (int e = 0; e < 4; e++) {
+            if constexpr (SPLIT) {
+                qa[st][e] = split_hi(a[e]);
+                qlo[st][e] = split_lo(a[e]);
+            } else {
+                qa[st][e] = sizeof(T) == 4 ? tf32(__uint_as_float(a[e])) : a[e];
+            }
+        }
     }
 }
 
@@ -128,9 +145,10 @@ __device__ __forceinline__ void band_prefetch_q(const band_ctx<T> &c, int p, int
 
 /* s[ln] += Q K^T over this phase's dims, for the warp's band tiles ln < ntw (tile ln = block
    rows 16*warp + 8*ln .. +7). */
-template <typename T>
+template <typename T, int SPLIT>
 __device__ __forceinline__ void band_scores(float s[BAND_NT][4], const band_buf &buf,
-                                            const uint32_t qa[4][4], int warp, int ntw) {
+                                            const uint32_t qa[4][4], const uint32_t qlo[4][4],
+                                            int warp, int ntw) {
     const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
 #pragma unroll
     for (int ln = 0; ln < BAND_NT; ln++) {
@@ -140,7 +158,13 @@ __device__ __forceinline__ void band_scores(float s[BAND_NT][4], const band_buf 
         const uint32_t kr[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
 #pragma unroll
         for (int st = 0; st < 4; st++) {
-            if constexpr (sizeof(T) == 4)
+            if constexpr (SPLIT) { /* small terms first */
+                const uint32_t h0 = split_hi(kr[2 * st]), h1 = split_hi(kr[2 * st + 1]);
+                mma_tf32(s[ln], qlo[st][0], qlo[st][1], qlo[st][2], qlo[st][3], h0, h1);
+                mma_tf32(s[ln], qa[st][0], qa[st][1], qa[st][2], qa[st][3], split_lo(kr[2 * st]),
+                         split_lo(kr[2 * st + 1]));
+                mma_tf32(s[ln], qa[st][0], qa[st][1], qa[st][2], qa[st][3], h0, h1);
+            } else if constexpr (sizeof(T) == 4)
                 mma_tf32(s[ln], qa[st][0], qa[st][1], qa[st][2], qa[st][3], tf32kv(__uint_as_float(kr[2 * st])),
                          tf32kv(__uint_as_float(kr[2 * st + 1])));
             else
@@ -152,9 +176,10 @@ __device__ __forceinline__ void band_scores(float s[BAND_NT][4], const band_buf 
 /* Exact softmax of one pair over the warp's band: mask by replacement, row max, exp2, row sum,
    then P *= f / l with f = 1 (pair 0) or -lambda (pair 1). f32 leaves P rounded to TF32 (as
    float bits) so the two V phases need no conversion. */
-template <typename T>
-__device__ __forceinline__ void band_softmax(float s[BAND_NT][4], int warp, int ntw, int span,
-                                             int kstart, int n, float qscale, float f) {
+template <typename T, int SPLIT>
+__device__ __forceinline__ void band_softmax(float s[BAND_NT][4], float plo[BAND_NT][4], int warp,
+                                             int ntw, int span, int kstart, int n, float qscale,
+                                             float f) {
     const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 #pragma unroll
@@ -190,7 +215,14 @@ __device__ __forceinline__ void band_softmax(float s[BAND_NT][4], int warp, int 
 #pragma unroll
     for (int ln = 0; ln < BAND_NT; ln++) {
         const float p0 = s[ln][0] * l[0], p1 = s[ln][1] * l[0], p2 = s[ln][2] * l[1], p3 = s[ln][3] * l[1];
-        if constexpr (sizeof(T) == 4) { /* mma A order, TF32: column c <-> key 2c, c+4 <-> key 2c+1 */
+        if constexpr (SPLIT) { /* mma A order, hi and lo parts */
+            const float pp[4] = {p0, p2, p1, p3};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                s[ln][e] = __uint_as_float(split_hi(__float_as_uint(pp[e])));
+                plo[ln][e] = __uint_as_float(split_lo(__float_as_uint(pp[e])));
+            }
+        } else if constexpr (sizeof(T) == 4) { /* mma A order, TF32: column c <-> key 2c, c+4 <-> key 2c+1 */
             s[ln][0] = __uint_as_float(tf32(p0)); s[ln][1] = __uint_as_float(tf32(p2));
             s[ln][2] = __uint_as_float(tf32(p1)); s[ln][3] = __uint_as_float(tf32(p3));
         } else {
@@ -202,9 +234,10 @@ __device__ __forceinline__ void band_softmax(float s[BAND_NT][4], int warp, int 
 /* acc += P V over this phase's output dims. f32: one 8-key k-step per tile; the thread reads
    V rows 2c and 2c+1 at chunk g of the half (output dims 4g..4g+3 of n-tiles 4*half..+3).
    16-bit: one 16-key k-step per two tiles, V through ldmatrix.trans. */
-template <typename T>
+template <typename T, int SPLIT>
 __device__ __forceinline__ void band_pv(float acc[8][4], const band_buf &buf,
-                                        const float s[BAND_NT][4], int warp, int ntw, int hf) {
+                                        const float s[BAND_NT][4], const float plo[BAND_NT][4],
+                                        int warp, int ntw, int hf) {
     const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     if constexpr (sizeof(T) == 4) {
 #pragma unroll
@@ -216,6 +249,19 @@ __device__ __forceinline__ void band_pv(float acc[8][4], const band_buf &buf,
             const int r0 = 16 * warp + 8 * ln + 2 * c;
             const uint4 x0 = buf[r0][g ^ dswa_swz<float>(r0)], x1 = buf[r0 + 1][g ^ dswa_swz<float>(r0 + 1)];
             float *o = acc[4 * hf];
+            if constexpr (SPLIT) {
+                const uint32_t l0 = __float_as_uint(plo[ln][0]), l1 = __float_as_uint(plo[ln][1]);
+                const uint32_t l2 = __float_as_uint(plo[ln][2]), l3 = __float_as_uint(plo[ln][3]);
+                const uint32_t v0[4] = {x0.x, x0.y, x0.z, x0.w}, v1[4] = {x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+                for (int j = 0; j < 4; j++) { /* small terms first */
+                    const uint32_t h0 = split_hi(v0[j]), h1 = split_hi(v1[j]);
+                    mma_tf32(o + 4 * j, l0, l1, l2, l3, h0, h1);
+                    mma_tf32(o + 4 * j, a0, a1, a2, a3, split_lo(v0[j]), split_lo(v1[j]));
+                    mma_tf32(o + 4 * j, a0, a1, a2, a3, h0, h1);
+                }
+                continue;
+            }
             mma_tf32(o + 0, a0, a1, a2, a3, tf32kv(__uint_as_float(x0.x)), tf32kv(__uint_as_float(x1.x)));
             mma_tf32(o + 4, a0, a1, a2, a3, tf32kv(__uint_as_float(x0.y)), tf32kv(__uint_as_float(x1.y)));
             mma_tf32(o + 8, a0, a1, a2, a3, tf32kv(__uint_as_float(x0.z)), tf32kv(__uint_as_float(x1.z)));
@@ -241,8 +287,8 @@ __device__ __forceinline__ void band_pv(float acc[8][4], const band_buf &buf,
     }
 }
 
-template <typename T>
-__device__ __forceinline__ void dswa_fwd_band(const T *__restrict__ q, const T *__restrict__ k,
+template <typename T, int SPLIT>
+__device__ __forceinline__ void dswa_fwd_band_impl(const T *__restrict__ q, const T *__restrict__ k,
                                               const T *__restrict__ v, int n, int wl, int wr,
                                               int scale_bits, int lambda_bits, int q_sb, int q_sn,
                                               int q_sp, int q_sh, int k_sb, int k_sn, int k_sp,
@@ -272,9 +318,9 @@ __device__ __forceinline__ void dswa_fwd_band(const T *__restrict__ q, const T *
     band_load<T>(ring[1], c, tile0 * DSWA_TILE - wl, 1);
     dswa_cp_async_commit();
 
-    uint32_t qa[4][4];
-    float s[BAND_NT][4], acc[8][4];
-    band_load_q<T>(qa, c, 0, tile0 * DSWA_TILE + 16 * warp + g, qscale);
+    uint32_t qa[4][4], qlo[4][4]; /* qlo, plo: the low parts of DSWA_MATH_FP32 only */
+    float s[BAND_NT][4], plo[BAND_NT][4], acc[8][4];
+    band_load_q<T, SPLIT>(qa, qlo, c, 0, tile0 * DSWA_TILE + 16 * warp + g);
 
     for (int t = 0; t < (BAND_STRIP == 1 ? 1 : tcount); t++) { /* (STRIP 1: slots are constants) */
         const int i0 = (tile0 + t) * DSWA_TILE, kstart = i0 - wl;
@@ -295,18 +341,18 @@ __device__ __forceinline__ void dswa_fwd_band(const T *__restrict__ q, const T *
                 if (P::half(ph) == 0)
 #pragma unroll
                     for (int ln = 0; ln < BAND_NT; ln++) s[ln][0] = s[ln][1] = s[ln][2] = s[ln][3] = 0.f;
-                band_scores<T>(s, buf, qa, warp, ntw);
+                band_scores<T, SPLIT>(s, buf, qa, qlo, warp, ntw);
                 if (P::half(ph) == P::HALVES - 1)
-                    band_softmax<T>(s, warp, ntw, span, kstart, n, qscale, P::pair(ph) ? -lambda : 1.f);
+                    band_softmax<T, SPLIT>(s, plo, warp, ntw, span, kstart, n, qscale, P::pair(ph) ? -lambda : 1.f);
                 else
-                    band_load_q<T>(qa, c, ph + 1, iq, qscale); /* the next K phase's Q (L1) */
+                    band_load_q<T, SPLIT>(qa, qlo, c, ph + 1, iq); /* the next K phase's Q (L1) */
             } else {
                 if (P::half(ph) == 0) /* the next pair's Q into L1: this tile's pair 1, or the next tile's pair 0 */
                     band_prefetch_q<T>(c, 1 - P::pair(ph), P::pair(ph) ? iq - g + DSWA_TILE : iq - g);
-                band_pv<T>(acc, buf, s, warp, ntw, P::half(ph));
+                band_pv<T, SPLIT>(acc, buf, s, plo, warp, ntw, P::half(ph));
                 if (P::half(ph) == P::HALVES - 1) {
-                    if (P::pair(ph) == 0) band_load_q<T>(qa, c, ph + 1, iq, qscale);
-                    else if (more) band_load_q<T>(qa, c, 0, iq + DSWA_TILE, qscale);
+                    if (P::pair(ph) == 0) band_load_q<T, SPLIT>(qa, qlo, c, ph + 1, iq);
+                    else if (more) band_load_q<T, SPLIT>(qa, qlo, c, 0, iq + DSWA_TILE);
                 }
             }
         }
@@ -319,16 +365,31 @@ __device__ __forceinline__ void dswa_fwd_band(const T *__restrict__ q, const T *
     }
 }
 
+template <typename T>
+__device__ __forceinline__ void dswa_fwd_band(DSWA_KERNEL_PARAMS(T)) {
+    dswa_fwd_band_impl<T, 0>(DSWA_KERNEL_ARGS);
+}
+__device__ __forceinline__ void dswa_fwd_band_split(DSWA_KERNEL_PARAMS(float)) {
+    dswa_fwd_band_impl<float, 1>(DSWA_KERNEL_ARGS);
+}
+template <typename T> __device__ __forceinline__ void dswa_fwd_band_fp32(DSWA_KERNEL_PARAMS(T)) {
+    dswa_fwd_band_split(DSWA_KERNEL_ARGS);
+}
+
 DSWA_ENTRY(dswa_fwd_f32_tf32, float, dswa_fwd_band, BAND_F32_MIN_BLOCKS)
+DSWA_ENTRY(dswa_fwd_f32_fp32, float, dswa_fwd_band_fp32, BAND_FP32_MIN_BLOCKS)
 DSWA_ENTRY(dswa_fwd_f16, __half, dswa_fwd_band, BAND_16_MIN_BLOCKS)
 DSWA_ENTRY(dswa_fwd_bf16, __nv_bfloat16, dswa_fwd_band, BAND_16_MIN_BLOCKS)
 
 /* Launcher. */
-extern "C" dswa_status dswa_launch_band(dswa_dtype dtype, const dswa_kargs *a, int batch,
-                                        int heads, const void *q, const void *k, const void *v,
-                                        void *out, cudaStream_t stream) {
+extern "C" dswa_status dswa_launch_band(dswa_dtype dtype, dswa_math math, const dswa_kargs *a,
+                                        int batch, int heads, const void *q, const void *k,
+                                        const void *v, void *out, cudaStream_t stream) {
     switch (dtype) {
-    case DSWA_F32: return dswa_launch_entry((const void *)dswa_fwd_f32_tf32, "dswa_fwd_f32_tf32", a, BAND_STRIP, batch, heads, q, k, v, out, stream);
+    case DSWA_F32:
+        if (math == DSWA_MATH_FP32)
+            return dswa_launch_entry((const void *)dswa_fwd_f32_fp32, "dswa_fwd_f32_fp32", a, BAND_STRIP, batch, heads, q, k, v, out, stream);
+        return dswa_launch_entry((const void *)dswa_fwd_f32_tf32, "dswa_fwd_f32_tf32", a, BAND_STRIP, batch, heads, q, k, v, out, stream);
     case DSWA_F16: return dswa_launch_entry((const void *)dswa_fwd_f16, "dswa_fwd_f16", a, BAND_STRIP, batch, heads, q, k, v, out, stream);
     case DSWA_BF16: return dswa_launch_entry((const void *)dswa_fwd_bf16, "dswa_fwd_bf16", a, BAND_STRIP, batch, heads, q, k, v, out, stream);
     }

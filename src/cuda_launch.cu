@@ -69,9 +69,6 @@ static dswa_status check_view(const char *name, const void *ptr, const dswa_layo
 extern "C" dswa_status dswa_cuda_kargs(const dswa_problem *p, const void *q, const void *k,
                                        const void *v, const void *out, dswa_kargs *a) {
     dswa_status s;
-    if (p->dtype == DSWA_F32 && p->math == DSWA_MATH_FP32)
-        return dswa_fail(DSWA_ERR_UNSUPPORTED, "math = fp32: the CUDA backend implements TF32 "
-                         "matrix math only so far (DSWA_MATH_TF32 or DSWA_MATH_DEFAULT)");
     if (p->head_dim != DSWA_HEAD_DIM)
         return dswa_fail(DSWA_ERR_UNSUPPORTED, "head_dim = %d: the CUDA kernel implements "
                          "head_dim 64 only", p->head_dim);
@@ -90,6 +87,10 @@ extern "C" dswa_status dswa_cuda_kargs(const dswa_problem *p, const void *q, con
     /* A window wider than the sequence sees the same keys as one of N - 1. */
     a->wl = p->window_left < p->seq_len ? p->window_left : p->seq_len - 1;
     a->wr = p->window_right < p->seq_len ? p->window_right : p->seq_len - 1;
+    if (p->dtype == DSWA_F32 && p->math == DSWA_MATH_FP32 && a->wl + a->wr > DSWA_BAND_MAX_SPAN)
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "math = fp32 with window_left + window_right = %d: "
+                         "the fp32-accurate CUDA kernel takes windows up to %d keys in all "
+                         "(DSWA_MATH_TF32 takes any)", a->wl + a->wr, DSWA_BAND_MAX_SPAN);
     memcpy(&a->scale_bits, &p->scale, 4);
     memcpy(&a->lambda_bits, &p->lambda, 4);
     return DSWA_OK;
@@ -101,6 +102,6 @@ extern "C" dswa_status dswa_cuda_launch(const dswa_problem *p, const void *q, co
     dswa_status s = dswa_cuda_kargs(p, q, k, v, out, &a);
     if (s) return s;
     if (a.wl + a.wr <= DSWA_BAND_MAX_SPAN)
-        return dswa_launch_band(p->dtype, &a, p->batch, p->heads, q, k, v, out, (cudaStream_t)stream);
+        return dswa_launch_band(p->dtype, p->math, &a, p->batch, p->heads, q, k, v, out, (cudaStream_t)stream);
     return dswa_launch_wide(p->dtype, &a, p->batch, p->heads, q, k, v, out, (cudaStream_t)stream);
 }

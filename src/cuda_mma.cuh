@@ -128,14 +128,18 @@ __device__ __forceinline__ bool dswa_store_rows(T *orow0, int o_sn, int i, int n
 
 /* The kernel entries: plain C names (so the PTX entry is what TensorRT's loader is told) and
    TensorRT's argument order. */
-#define DSWA_ENTRY(name, T, body, min_blocks)                                                              \
-    extern "C" __global__ void __launch_bounds__(DSWA_THREADS, min_blocks) name(            \
-        const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, int n,      \
-        int wl, int wr, int scale_bits, int lambda_bits, int q_sb, int q_sn, int q_sp,         \
-        int q_sh, int k_sb, int k_sn, int k_sp, int k_sh, int v_sb, int v_sn, int v_sp,        \
-        int v_sh, int o_sb, int o_sn, int o_sh, T *__restrict__ out) {                         \
-        body<T>(q, k, v, n, wl, wr, scale_bits, lambda_bits, q_sb, q_sn, q_sp, q_sh, k_sb,     \
-                k_sn, k_sp, k_sh, v_sb, v_sn, v_sp, v_sh, o_sb, o_sn, o_sh, out);              \
+#define DSWA_KERNEL_PARAMS(T)                                                                  \
+    const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, int n, int wl,   \
+        int wr, int scale_bits, int lambda_bits, int q_sb, int q_sn, int q_sp, int q_sh,         \
+        int k_sb, int k_sn, int k_sp, int k_sh, int v_sb, int v_sn, int v_sp, int v_sh,          \
+        int o_sb, int o_sn, int o_sh, T *__restrict__ out
+#define DSWA_KERNEL_ARGS                                                                       \
+    q, k, v, n, wl, wr, scale_bits, lambda_bits, q_sb, q_sn, q_sp, q_sh, k_sb, k_sn, k_sp, k_sh, \
+        v_sb, v_sn, v_sp, v_sh, o_sb, o_sn, o_sh, out
+#define DSWA_ENTRY(name, T, body, min_blocks)                                                  \
+    extern "C" __global__ void __launch_bounds__(DSWA_THREADS, min_blocks)                     \
+        name(DSWA_KERNEL_PARAMS(T)) {                                                          \
+        body<T>(DSWA_KERNEL_ARGS);                                                             \
     }
 
 typedef void (*dswa_kernel_fn)(const void *, const void *, const void *, int, int, int, int, int,

@@ -380,9 +380,20 @@ static void error_cases(int have_ptx) {
     dswa_aot_info_free(&in); /* harmless on a zeroed info */
     dswa_aot_info_free(NULL);
 
-    dswa_problem p = dswa_problem_default(2, 300, 4, 64, 17);
-    p.math = DSWA_MATH_FP32;
-    expect_fail(dswa_aot_kernel_for("sm_90", &p, &in), DSWA_ERR_UNSUPPORTED, &in, "problem with math fp32", "fp32");
+    dswa_problem p = dswa_problem_default(2, 300, 4, 64, 40);
+    p.math = DSWA_MATH_FP32; /* window 40 + 40 > 48: only the wide kernel, which has no fp32 math */
+    expect_fail(dswa_aot_kernel_for("sm_90", &p, &in), DSWA_ERR_UNSUPPORTED, &in, "problem with math fp32, wide window", "fp32");
+    /* math fp32 with a band window exports the fp32-accurate band entry */
+    {
+        dswa_aot_info fi;
+        const dswa_status fs = dswa_aot_kernel_window("sm_90", DSWA_F32, DSWA_MATH_FP32, 17, 17, &fi);
+        CHECK(fs == DSWA_OK, "fp32 band export: %s", dswa_last_error());
+        if (fs == DSWA_OK) {
+            CHECK(!strcmp(fi.kernel_name, "dswa_fwd_f32_fp32"), "fp32 band export is %s", fi.kernel_name);
+            CHECK(strstr(fi.ptx, ".entry dswa_fwd_f32_fp32") != NULL, "fp32 band PTX lacks its entry");
+            dswa_aot_info_free(&fi);
+        }
+    }
     p = dswa_problem_default(2, 300, 4, 64, 17);
     p.batch = 0;
     expect_fail(dswa_aot_kernel_for("sm_90", &p, &in), DSWA_ERR_INVALID_ARGUMENT, &in, "empty problem", "batch");

@@ -297,8 +297,8 @@ static void test_scalars(void) {
             run_case(s[c].name, &p, tol_for(all_dtypes[t]));
         }
     dswa_problem p = make(2, 64, 3, 64, 17, 17, DSWA_F32);
-    p.math = DSWA_MATH_FP32;
-    run_case("math FP32", &p, TOL_F32);
+    p.math = DSWA_MATH_FP32; /* fp32-accurate on every backend (3xTF32 on the GPU) */
+    run_case("math FP32", &p, 1e-5);
     /* TF32 is a request for fast f32 matrix math: a backend may honour it (~1.4e-3). */
     p.math = DSWA_MATH_TF32;
     run_case("math TF32", &p, 2e-3);

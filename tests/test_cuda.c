@@ -177,6 +177,27 @@ static void test_small(void) {
             }
 }
 
+/* DSWA_MATH_FP32: fp32-level accuracy (<= 1e-5 relative) at SAME-L shapes and on edges. */
+static void test_fp32_math(void) {
+    const int sizes[3] = {1, 300, 4352};
+    for (int si = 0; si < (small_only ? 2 : 3); si++)
+        for (int sv = 0; sv < 2; sv++) {
+            dswa_problem p = same_l(sizes[si], DSWA_F32, sv);
+            p.math = DSWA_MATH_FP32;
+            p.lambda = 0.7f;
+            gpu_case c = case_new(&p);
+            run_checked(sv ? "math fp32, shared V" : "math fp32", &c, 1e-5);
+            case_free(&c);
+        }
+    dswa_problem p = dswa_problem_default(2, 129, 3, 64, 5);
+    p.window_right = 40; /* asymmetric, 45 <= 48: the band kernel */
+    p.math = DSWA_MATH_FP32;
+    p.scale = 0.3f;
+    gpu_case c = case_new(&p);
+    run_checked("math fp32, window 5/40, B=2", &c, 1e-5);
+    case_free(&c);
+}
+
 /* 20 runs give bitwise identical output. */
 static void test_deterministic(void) {
     dswa_problem p = same_l(small_only ? 500 : 4352, DSWA_F32, 0);
@@ -347,7 +368,8 @@ static void test_refusals(void) {
     r[2].q = c.dq; r[2].want = DSWA_ERR_MISALIGNED; r[2].field = "v.dim";
     r[3].what = "head_dim 32"; r[3].p = p; r[3].p.head_dim = 32; r[3].q = c.dq;
     r[3].want = DSWA_ERR_UNSUPPORTED; r[3].field = "head_dim";
-    r[4].what = "math fp32"; r[4].p = p; r[4].p.math = DSWA_MATH_FP32; r[4].q = c.dq;
+    r[4].what = "math fp32, window 40/40"; r[4].p = p; r[4].p.math = DSWA_MATH_FP32;
+    r[4].p.window_left = r[4].p.window_right = 40; r[4].q = c.dq;
     r[4].want = DSWA_ERR_UNSUPPORTED; r[4].field = "math";
     r[5].what = "stride above int32"; r[5].p = p; r[5].p.q.batch = (int64_t)1 << 33; r[5].q = c.dq;
     r[5].want = DSWA_ERR_UNSUPPORTED; r[5].field = "q.batch";
@@ -390,6 +412,7 @@ int main(int argc, char **argv) {
     test_refusals();
     test_small();
     test_nan();
+    test_fp32_math();
     test_two_streams();
     test_deterministic();
     test_graph();
