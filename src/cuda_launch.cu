@@ -9,8 +9,15 @@
 
 #include "cuda_common.cuh"
 
+/* Compute capability (major) per device, probed once: the launch path then costs one
+   cudaGetDevice. 0 = not probed yet. */
+static int cc_major[64];
+
 extern "C" int dswa_cuda_probe(void) {
-    int dev = -1, count = 0;
+    int dev = -1, count = 0, major = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < 64 &&
+        (major = __atomic_load_n(&cc_major[dev], __ATOMIC_RELAXED)) >= 8)
+        return 1;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
         (void)cudaGetLastError(); /* do not leave our failed probe as the caller's error */
@@ -18,7 +25,6 @@ extern "C" int dswa_cuda_probe(void) {
                   e != cudaSuccess ? cudaGetErrorString(e) : "device count is 0");
         return 0;
     }
-    int major = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -30,6 +36,7 @@ extern "C" int dswa_cuda_probe(void) {
                   "or newer (tensor-core mma.sync)", dev, major);
         return 0;
     }
+    if (dev >= 0 && dev < 64) __atomic_store_n(&cc_major[dev], major, __ATOMIC_RELAXED);
     return 1;
 }
 
