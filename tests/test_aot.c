@@ -368,8 +368,10 @@ static void error_cases(int have_ptx) {
                 "dtype 7", "bf16");
     expect_fail(dswa_aot_kernel("sm_90", DSWA_F32, (dswa_math)9, &in), DSWA_ERR_INVALID_ARGUMENT, &in, "math 9",
                 "fp32");
+#ifdef DSWA_HAVE_CUDA /* (without CUDA every export says so first) */
     expect_fail(dswa_aot_kernel("sm_90", DSWA_F32, DSWA_MATH_FP32, &in), DSWA_ERR_UNSUPPORTED, &in, "math fp32",
                 "fp32");
+#endif
     expect_fail(dswa_aot_kernel_window("sm_90", DSWA_F16, DSWA_MATH_DEFAULT, 3, -1, &in), DSWA_ERR_INVALID_ARGUMENT,
                 &in, "windows 3/-1", "window");
     expect_fail(dswa_aot_kernel("sm_90", DSWA_F16, DSWA_MATH_DEFAULT, NULL), DSWA_ERR_INVALID_ARGUMENT, NULL,
@@ -380,7 +382,9 @@ static void error_cases(int have_ptx) {
     dswa_aot_info_free(&in); /* harmless on a zeroed info */
     dswa_aot_info_free(NULL);
 
-    dswa_problem p = dswa_problem_default(2, 300, 4, 64, 40);
+    dswa_problem p;
+#ifdef DSWA_HAVE_CUDA
+    p = dswa_problem_default(2, 300, 4, 64, 40);
     p.math = DSWA_MATH_FP32; /* window 40 + 40 > 48: only the wide kernel, which has no fp32 math */
     expect_fail(dswa_aot_kernel_for("sm_90", &p, &in), DSWA_ERR_UNSUPPORTED, &in, "problem with math fp32, wide window", "fp32");
     /* math fp32 with a band window exports the fp32-accurate band entry */
@@ -394,6 +398,7 @@ static void error_cases(int have_ptx) {
             dswa_aot_info_free(&fi);
         }
     }
+#endif
     p = dswa_problem_default(2, 300, 4, 64, 17);
     p.batch = 0;
     expect_fail(dswa_aot_kernel_for("sm_90", &p, &in), DSWA_ERR_INVALID_ARGUMENT, &in, "empty problem", "batch");
