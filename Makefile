@@ -73,7 +73,7 @@ $(BUILD)/obj $(BUILD)/tests:
 	mkdir -p $@
 
 test: all $(TEST_BIN)
-	@sh tests/run.sh $(TEST_BIN)
+	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN) tests/python_tests.sh
 
 bench: all
 	$(BUILD)/dswa bench

@@ -1,10 +1,11 @@
 """dswa against its comparators on the SAME-L shapes (SPEC section 5).
 
-For each implementation (dswa via ctypes, the block-tiled Triton kernel, FlexAttention over 2H
-heads + subtraction), each L (N = 17 L), dtype and V layout (full 2H heads, or shared H heads
-read with pair stride 0): median time, % of the copy-bandwidth floor, GB/s of minimum traffic,
-relative Frobenius error against a float64 reference on 256 sampled rows, and (dswa, Triton)
-whether every output element was written (the output is poisoned with NaN first).
+For each implementation (dswa through the Python package python/dswa, the block-tiled Triton
+kernel, FlexAttention over 2H heads + subtraction), each L (N = 17 L), dtype and V layout (full
+2H heads, or shared H heads read with pair stride 0): median time, % of the copy-bandwidth
+floor, GB/s of minimum traffic, relative Frobenius error against a float64 reference on 256
+sampled rows, and (dswa, Triton) whether every output element was written (the output is
+poisoned with NaN first).
 
 Each implementation runs in its own child process, so a crash or a sticky CUDA error in one
 cannot take the others down, and each gets a share of --budget seconds; rows are saved as they
@@ -79,9 +80,9 @@ def run_row(impl, L, dtype_name, shared, bw, args):
         ref = C.ref64(q, k, v, H, W, W, SCALE, LAM, shared, rows=rows)
         out = torch.full((B, N, H, D), float("nan"), device=dev, dtype=dt)
         if impl == "dswa":
-            import dswa_ctypes
-            fn = dswa_ctypes.prepare_cuda(q, k, v, out, H, W, W, SCALE, LAM, args.dswa_math,
-                                          shared)
+            import dswa
+            fn = dswa.prepare(q, k, v, out=out, window=W, scale=SCALE, lam=LAM,
+                              math=args.dswa_math)
             row["note"] = f"math={args.dswa_math}"
         elif impl == "triton":
             fn = lambda: C.triton_block_tiled(q, k, v, H, W, W, SCALE, LAM, shared, out=out,
@@ -168,18 +169,18 @@ def main():
         args.L = [256]
     if args.quick:
         args.warmup, args.rep = min(args.warmup, 10), min(args.rep, 50)
-    sys.path.insert(0, HERE)
+    sys.path[:0] = [HERE, os.path.join(HERE, "..", "python")]   # comparators, the dswa package
     if args.child:
         return child(args)
 
     start = time.time()
     import comparators as C
+    import dswa
     result = {"machine": machine_info(), "config": dict(
         B=B, H=H, D=D, window_left=W, window_right=W, scale=SCALE, lam=LAM, L=args.L,
         dtypes=args.dtypes, impls=args.impls, sample_rows=args.rows, warmup_ms=args.warmup,
         rep_ms=args.rep, dswa_math=args.dswa_math, triton_warps=args.triton_warps,
-        dswa_lib=os.path.abspath(os.environ.get("DSWA_LIB") or
-                                 os.path.join(HERE, "..", "build", "libdswa.so"))),
+        dswa_lib=dswa.library_path()),
         "rows": []}
     log("machine:", json.dumps(result["machine"]))
     try:

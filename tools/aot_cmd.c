@@ -62,33 +62,9 @@ void dswa_help_aot(void) {
         stdout);
 }
 
-/* Writes len bytes to path ("-": stdout) through a temporary file renamed into place. */
+/* 0 or 1 (the exit status), the message printed. */
 static int write_all(const char *path, const char *text, size_t len) {
-    if (!strcmp(path, "-")) {
-        if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) {
-            fprintf(stderr, "dswa aot: cannot write to standard output\n");
-            return 1;
-        }
-        return 0;
-    }
-    const size_t n = strlen(path);
-    char *tmp = malloc(n + 16 + 1);
-    if (!tmp) {
-        fprintf(stderr, "dswa aot: out of memory\n");
-        return 1;
-    }
-    snprintf(tmp, n + 16, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    int ok = f != NULL;
-    if (ok) ok = fwrite(text, 1, len, f) == len;
-    if (f && fclose(f) != 0) ok = 0;
-    if (ok && rename(tmp, path) != 0) ok = 0;
-    if (!ok) {
-        remove(tmp);
-        fprintf(stderr, "dswa aot: cannot write %s\n", path);
-    }
-    free(tmp);
-    return ok ? 0 : 1;
+    return cli_write_file("aot", path, text, len) == 0 ? 0 : 1;
 }
 
 static const char *kind_name(dswa_aot_param_kind k) {

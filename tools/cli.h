@@ -13,6 +13,10 @@
 int cmd_bench(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 
+/* Writes len bytes of text to path ("-": stdout): regular files atomically (temporary file
+   renamed into place), devices and pipes directly. 0, or -1 with a message on stderr. */
+int cli_write_file(const char *tool, const char *path, const char *text, size_t len);
+
 /* Prints the help of subcommand `name` (or of the tool when name is NULL) to `f`. */
 void cli_print_help(const char *name, FILE *f);
 

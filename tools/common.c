@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <omp.h>
 
 #include "cli.h"
@@ -296,4 +298,52 @@ double cli_cpu_copy_bandwidth(size_t bytes, int repeats) {
     cli_free(src);
     cli_free(dst);
     return 2.0 * (double)bytes / cli_median(t, repeats) / 1e9;
+}
+
+/* ---- files ---------------------------------------------------------------------------- */
+int cli_write_file(const char *tool, const char *path, const char *text, size_t len) {
+    if (!strcmp(path, "-")) {
+        if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) {
+            fprintf(stderr, "dswa %s: cannot write to standard output: %s\n", tool, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    /* A regular file (or a new one) is written beside and renamed into place, so readers never
+       see half a file and a failure leaves the old one; anything else (/dev/null, a pipe) is
+       written directly: renaming over it would replace the device. */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        FILE *f = fopen(path, "wb");
+        int ok = f && fwrite(text, 1, len, f) == len;
+        if (f && fclose(f) != 0) ok = 0;
+        if (!ok) fprintf(stderr, "dswa %s: cannot write %s: %s\n", tool, path, strerror(errno));
+        return ok ? 0 : -1;
+    }
+    const size_t k = strlen(path);
+    char *tmp = malloc(k + 16);
+    if (!tmp) {
+        fprintf(stderr, "dswa %s: out of memory\n", tool);
+        return -1;
+    }
+    memcpy(tmp, path, k);
+    memcpy(tmp + k, ".tmp-XXXXXX", 12);
+    const int fd = mkstemp(tmp);
+    if (fd >= 0) { /* mkstemp makes 0600; a written file gets the usual 0666 & ~umask */
+        const mode_t um = umask(0);
+        umask(um);
+        (void)fchmod(fd, 0666 & ~um);
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (fd >= 0 && !f) close(fd);
+    int ok = f && fwrite(text, 1, len, f) == len;
+    int e = errno;
+    if (f && fclose(f) != 0) ok = 0;
+    if (ok && rename(tmp, path) != 0) ok = 0, e = errno;
+    if (!ok) {
+        fprintf(stderr, "dswa %s: cannot write %s: %s\n", tool, path, strerror(e ? e : EIO));
+        if (fd >= 0) unlink(tmp);
+    }
+    free(tmp);
+    return ok ? 0 : -1;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "ptx_fit.h"
 
 int dswa_cmd_ptx_fit(int argc, char **argv);
@@ -154,47 +155,9 @@ fail:;
     return -1;
 }
 
-/* Writes the result next to `path` and renames it there, so readers never see half a file
-   and a failure leaves any old file as it was. 0, or -1 with a message printed. */
+/* 0, or -1 with a message printed (tools/common.c: atomic for regular files). */
 static int ptxfit_write(const char *path, const char *text, size_t len) {
-    if (!strcmp(path, "-")) {
-        if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) {
-            fprintf(stderr, "dswa ptx-fit: cannot write the result to standard output: %s\n",
-                    strerror(errno));
-            return -1;
-        }
-        return 0;
-    }
-    size_t k = strlen(path);
-    char *tmp = malloc(k + 16);
-    if (!tmp) {
-        fprintf(stderr, "dswa ptx-fit: out of memory\n");
-        return -1;
-    }
-    memcpy(tmp, path, k);
-    memcpy(tmp + k, ".tmp-XXXXXX", 12);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        fprintf(stderr, "dswa ptx-fit: cannot write %s: %s\n", path, strerror(errno));
-        free(tmp);
-        return -1;
-    }
-    FILE *f = fdopen(fd, "wb");
-    int ok = f != NULL;
-    if (!f) close(fd);
-    if (ok && fwrite(text, 1, len, f) != len) ok = 0;
-    int e = errno;
-    if (f && fclose(f) != 0) ok = 0;
-    if (ok && rename(tmp, path) != 0) {
-        e = errno;
-        ok = 0;
-    }
-    if (!ok) {
-        fprintf(stderr, "dswa ptx-fit: cannot write %s: %s\n", path, strerror(e ? e : EIO));
-        unlink(tmp);
-    }
-    free(tmp);
-    return ok ? 0 : -1;
+    return cli_write_file("ptx-fit", path, text, len);
 }
 
 /* Prints each line of `text` (may be NULL) after `prefix`, so that ptxas's messages line up

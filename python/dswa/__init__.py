@@ -1,0 +1,79 @@
+"""dswa: differential sliding-window attention (the attention op of SAME-L), from Python.
+
+    out = dswa.diff_swa(q, k, v)        # q, k: (B, N, 2H, D); v: (B, N, 2H, D) or (B, N, H, D)
+
+For batch b, query i, output head h and pair p in {0, 1} (heads p*H + h of q, k, v):
+a_p = softmax_j(scale * <q_i, k_j>) v_j over i - window_left <= j <= i + window_right, and
+out[b, i, h] = a_0 - lam * a_1, accumulated in fp32. torch tensors run on the GPU (CUDA
+tensors, on the current stream) or the CPU; numpy arrays on the CPU. The computation is in
+libdswa.so, loaded with ctypes (see dswa._lib for where it is looked for); `dswa.trt` is the
+TensorRT plugin.
+"""
+import sys
+
+from . import _core, _lib
+from ._lib import LibraryNotFound, library_path
+
+__version__ = "0.1.0"
+__all__ = ["diff_swa", "prepare", "cuda_available", "library_path", "LibraryNotFound"]
+
+try:                                     # torch is optional: numpy works without it
+    import torch as _torch_module
+except Exception:                        # not installed, or broken
+    _torch_module = None
+_HAVE_OP = _torch_module is not None and hasattr(_torch_module.library, "custom_op")
+if _HAVE_OP:                             # registers dswa::diff_swa, dswa::diff_swa_out
+    from . import _torch  # noqa: F401
+
+
+def diff_swa(q, k, v, *, heads=None, window=17, window_left=None, window_right=None,
+             scale=None, lam=1.0, math="default", out=None):
+    """Differential sliding-window attention; returns out (B, N, H, D).
+
+    q, k: (B, N, 2H, D) (heads 0..H-1 are pair 0, H..2H-1 pair 1) or (B, N, 2, H, D);
+    v: the same, or (B, N, H, D) for one V read by both pairs. torch tensors (CPU or CUDA,
+    float32/float16/bfloat16) or numpy arrays (float32/float16). Strides are passed through as
+    they are (slices of a packed projection are read in place, never copied).
+    heads: H, checked against the shapes when given. window: keys i - window .. i + window;
+    window_left / window_right override either side. scale: default 1/sqrt(D). lam: the
+    weight of pair 1. math: "default", "tf32" or "fp32": the f32 matrix math (default TF32).
+    out: write here ((B, N, H, D), same dtype and device, any strides) instead of allocating.
+
+    ValueError for bad arguments (before the library is called) and for what the library
+    refuses as invalid, unsupported or misaligned (with its message); RuntimeError for other
+    library failures (no CUDA device, a CUDA error); LibraryNotFound without libdswa.so.
+    """
+    B, N, H, D, _ = _core.check_args(q, k, v, out, heads)
+    wl, wr, scale, lam, m = _core.options(D, window, window_left, window_right, scale, lam, math)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(q, torch.Tensor):
+        if _HAVE_OP:
+            if out is None:
+                return torch.ops.dswa.diff_swa(q, k, v, wl, wr, scale, lam, m)
+            torch.ops.dswa.diff_swa_out(q, k, v, out, wl, wr, scale, lam, m)
+            return out
+        if out is None:
+            out = q.new_empty((B, N, H, D))
+    elif out is None:
+        out = sys.modules["numpy"].empty((B, N, H, D), q.dtype)
+    return _core.launcher(q, k, v, out, wl, wr, scale, lam, m)()
+
+
+def prepare(q, k, v, *, out=None, heads=None, window=17, window_left=None, window_right=None,
+            scale=None, lam=1.0, math="default", stream=None):
+    """A no-argument callable that runs diff_swa on these tensors with the problem, pointers
+    and (CUDA) stream fixed now, and returns `out` (allocated here when not given): for timing
+    loops, with no per-call argument handling. stream: a cudaStream_t as int; default torch's
+    current stream at this call. Not for torch.compile (use diff_swa)."""
+    B, N, H, D, _ = _core.check_args(q, k, v, out, heads)
+    wl, wr, scale, lam, m = _core.options(D, window, window_left, window_right, scale, lam, math)
+    if out is None:
+        torch = sys.modules.get("torch")
+        out = (q.new_empty((B, N, H, D)) if torch is not None and isinstance(q, torch.Tensor)
+               else sys.modules["numpy"].empty((B, N, H, D), q.dtype))
+    return _core.launcher(q, k, v, out, wl, wr, scale, lam, m, stream)
+
+
+def cuda_available():
+    """True when the library has its CUDA backend and a CUDA device is visible."""
+    return bool(_lib.lib().dswa_cuda_available())

@@ -1,0 +1,189 @@
+"""ctypes binding of libdswa.so: the structs of include/dswa.h, loading, errors, AOT export.
+
+The library is looked for, in order: $DSWA_LIB; libdswa.so next to this package (a copy made
+at install time); the repository's build/ folder (../build relative to python/); the system
+linker path (`make install`). Nothing is loaded at import: the first call that needs the
+library loads it, or raises LibraryNotFound naming every place it looked.
+"""
+import ctypes
+import ctypes.util
+import os
+import struct
+
+F32, F16, BF16 = 0, 1, 2                                        # dswa_dtype
+DTYPE_NAMES = {F32: "f32", F16: "f16", BF16: "bf16"}
+MATH = {"default": 0, "tf32": 1, "fp32": 2}                     # dswa_math
+INVALID_ARGUMENT, UNSUPPORTED, MISALIGNED = 1, 2, 3             # dswa_status codes -> ValueError
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_c = ctypes
+
+
+class Layout(_c.Structure):                    # dswa_layout: element strides
+    _fields_ = [(n, _c.c_int64) for n in ("batch", "seq", "pair", "head", "dim")]
+
+
+class Problem(_c.Structure):                   # dswa_problem
+    _fields_ = [("batch", _c.c_int32), ("seq_len", _c.c_int32),
+                ("heads", _c.c_int32), ("head_dim", _c.c_int32),
+                ("window_left", _c.c_int32), ("window_right", _c.c_int32),
+                ("scale", _c.c_float), ("lambda_", _c.c_float),
+                ("dtype", _c.c_int), ("math", _c.c_int),
+                ("q", Layout), ("k", Layout), ("v", Layout), ("out", Layout)]
+
+
+class AotParam(_c.Structure):                  # dswa_aot_param
+    _fields_ = [("name", _c.c_char_p), ("kind", _c.c_int), ("meaning", _c.c_char_p),
+                ("expr", _c.c_char_p), ("expr_shared_v", _c.c_char_p), ("value", _c.c_int32)]
+
+
+class AotInfo(_c.Structure):                   # dswa_aot_info
+    _fields_ = [("kernel_name", _c.c_char_p), ("family", _c.c_char_p), ("max_span", _c.c_int),
+                ("target", _c.c_char_p), ("ptx", _c.c_char_p), ("ptx_size", _c.c_size_t),
+                ("ptx_isa_major", _c.c_int), ("ptx_isa_minor", _c.c_int),
+                ("ptx_isa_min_major", _c.c_int), ("ptx_isa_min_minor", _c.c_int),
+                ("ptx_isa_min_reason", _c.c_char_p),
+                ("toolkit_isa_major", _c.c_int), ("toolkit_isa_minor", _c.c_int),
+                ("dtype", _c.c_int), ("math", _c.c_int), ("head_dim", _c.c_int),
+                ("window_left", _c.c_int32), ("window_right", _c.c_int32),
+                ("n_params", _c.c_int), ("n_inputs", _c.c_int), ("n_extras", _c.c_int),
+                ("n_outputs", _c.c_int), ("params", AotParam * 24),
+                ("block", _c.c_uint * 3), ("shared_bytes", _c.c_uint),
+                ("dynamic_shared_bytes", _c.c_uint), ("grid", _c.c_char_p * 3),
+                ("tile", _c.c_int), ("strip", _c.c_int), ("has_problem", _c.c_int),
+                ("grid_dims", _c.c_uint * 3), ("storage_", _c.c_void_p)]
+
+
+class LibraryNotFound(RuntimeError):
+    """libdswa.so was not found (or did not load); the message says where it looked."""
+
+
+def candidates():
+    """Where the library is looked for, in order (the first that exists is loaded)."""
+    env = os.environ.get("DSWA_LIB")
+    if env:                                    # an explicit choice: nothing else is tried
+        return [os.path.abspath(env)]
+    found = ctypes.util.find_library("dswa")
+    return [os.path.join(_HERE, "libdswa.so"),
+            os.path.normpath(os.path.join(_HERE, "..", "..", "build", "libdswa.so"))] + \
+        ([found] if found else [])
+
+
+def library_path():
+    """The path that would be loaded, or None when there is none."""
+    return next((p for p in candidates() if os.path.sep not in p or os.path.exists(p)), None)
+
+
+_lib = None
+_P, _vp = _c.POINTER(Problem), _c.c_void_p
+_SIGNATURES = [
+    ("dswa_forward_cuda", _c.c_int, [_P, _vp, _vp, _vp, _vp, _vp]),
+    ("dswa_forward_cpu", _c.c_int, [_P, _vp, _vp, _vp, _vp]),
+    ("dswa_validate", _c.c_int, [_P, _vp, _vp, _vp, _vp]),
+    ("dswa_last_error", _c.c_char_p, []),
+    ("dswa_status_string", _c.c_char_p, [_c.c_int]),
+    ("dswa_problem_default", Problem, [_c.c_int32] * 5),
+    ("dswa_min_bytes", _c.c_double, [_P]),
+    ("dswa_cuda_available", _c.c_int, []),
+    ("dswa_aot_kernel_window", _c.c_int,
+     [_c.c_char_p, _c.c_int, _c.c_int, _c.c_int32, _c.c_int32, _c.POINTER(AotInfo)]),
+    ("dswa_aot_kernel_for", _c.c_int, [_c.c_char_p, _P, _c.POINTER(AotInfo)]),
+    ("dswa_aot_info_free", None, [_c.POINTER(AotInfo)]),
+]
+
+
+def lib():
+    """The loaded library, with argument and result types declared."""
+    global _lib
+    if _lib is None:
+        path = library_path()
+        if path is None:
+            raise LibraryNotFound(
+                "dswa: libdswa.so not found; looked in: " + ", ".join(candidates()) +
+                ". Build it with `make` in the dswa repository, or set DSWA_LIB to its path.")
+        try:
+            L = _c.CDLL(path)
+        except OSError as e:
+            raise LibraryNotFound(f"dswa: could not load {path}: {e}") from None
+        for name, res, args in _SIGNATURES:
+            f = getattr(L, name)
+            f.restype, f.argtypes = res, args
+        _lib = L
+    return _lib
+
+
+def check(status):
+    """Raise for a failed dswa_status: ValueError for invalid/unsupported/misaligned input,
+    RuntimeError otherwise, with dswa_last_error() in the message."""
+    if status != 0:
+        L = lib()
+        msg = (f"dswa: {L.dswa_status_string(status).decode()}: "
+               f"{L.dswa_last_error().decode(errors='replace')}")
+        raise (ValueError if status in (INVALID_ARGUMENT, UNSUPPORTED, MISALIGNED)
+               else RuntimeError)(msg)
+
+
+def layout(strides, heads, pairs):
+    """The [batch, seq, pair, head, dim] layout of a tensor with these element strides:
+    (B, N, 2, H, D) as given; (B, N, 2H, D) with pair stride H * stride[2] (pairs = 2); or
+    (B, N, H, D) read by both pairs / the output (pairs = 1: pair stride 0)."""
+    if len(strides) == 5:
+        return Layout(*strides)
+    b, n, h, d = strides
+    return Layout(b, n, heads * h if pairs == 2 else 0, h, d)
+
+
+def float_bits(x):
+    """The int32 whose bit pattern is the fp32 x (how scale and lambda travel as AOT extras)."""
+    return struct.unpack("<i", struct.pack("<f", x))[0]
+
+
+class AotKernel:
+    """An exported kernel (dswa_aot_info) copied into Python objects."""
+
+    def __init__(self, info):
+        s = lambda b: b.decode() if b is not None else None  # noqa: E731
+        self.name, self.family, self.target = s(info.kernel_name), s(info.family), s(info.target)
+        self.ptx = _c.string_at(info.ptx, info.ptx_size).decode()
+        self.ptx_isa = (info.ptx_isa_major, info.ptx_isa_minor)
+        self.dtype, self.math, self.head_dim = info.dtype, info.math, info.head_dim
+        self.window_left, self.window_right = info.window_left, info.window_right
+        p = info.params[:info.n_params]
+        self.params = [(s(x.name), ("input", "extra", "output")[x.kind]) for x in p]
+        self.extras = [s(x.name) for x in p if x.kind == 1]
+        self.values = [x.value for x in p if x.kind == 1] if info.has_problem else None
+        self.block = tuple(info.block)
+        self.shared_bytes, self.dynamic_shared_bytes = info.shared_bytes, info.dynamic_shared_bytes
+        self.grid = tuple(s(g) for g in info.grid)
+        self.tile, self.strip = info.tile, info.strip
+        self.grid_dims = tuple(info.grid_dims) if info.has_problem else None
+
+    def __repr__(self):
+        return f"<dswa AOT kernel {self.name} ({self.family}) for {self.target}>"
+
+
+def _arch(arch):
+    return (arch if str(arch).startswith("sm_") else f"sm_{arch}").encode()
+
+
+def _export(fn, *args):
+    L = lib()
+    info = AotInfo()
+    try:
+        check(getattr(L, fn)(*args, _c.byref(info)))
+        return AotKernel(info)
+    finally:
+        L.dswa_aot_info_free(_c.byref(info))
+
+
+def aot_kernel(arch, dtype, window_left, window_right, math="default"):
+    """The kernel the library launches for these windows, for `arch` ("sm_90" or "90") and
+    dtype (F32, F16, BF16): dswa_aot_kernel_window."""
+    return _export("dswa_aot_kernel_window", _arch(arch), dtype, MATH[math],
+                   window_left, window_right)
+
+
+def aot_kernel_for(arch, problem):
+    """Exactly the kernel dswa_forward_cuda launches for `problem`, with every extra's value
+    and the grid filled in: dswa_aot_kernel_for."""
+    return _export("dswa_aot_kernel_for", _arch(arch), _c.byref(problem))

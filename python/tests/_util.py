@@ -1,0 +1,75 @@
+"""Shared by the tests: the float64 reference, the error metric, skipping, optional imports.
+
+The tests run under pytest or, without it, under run_all.py; a skip is unittest.SkipTest,
+which both understand. The package is imported from this source tree (python/).
+"""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+try:
+    import torch
+except Exception:
+    torch = None
+
+import dswa  # noqa: E402,F401
+
+
+def skip(why):
+    if "pytest" in sys.modules:
+        sys.modules["pytest"].skip(why)
+    raise unittest.SkipTest(why)
+
+
+def to64(x):
+    if torch is not None and isinstance(x, torch.Tensor):
+        return x.detach().cpu().to(torch.float64).numpy()
+    return np.asarray(x, np.float64)
+
+
+def reference(q, k, v, window_left, window_right, scale, lam):
+    """float64 out (B, N, H, D) for q, k (B, N, 2H, D) or (B, N, 2, H, D) and v like q or
+    (B, N, H, D): softmax over |keys| in [i - window_left, i + window_right] per pair, then
+    pair 0 - lam * pair 1. Written from the definition, independently of the library."""
+    q, k, v = to64(q), to64(k), to64(v)
+    B, N, D = q.shape[0], q.shape[1], q.shape[-1]
+    q5, k5 = q.reshape(B, N, 2, -1, D), k.reshape(B, N, 2, -1, D)
+    H = q5.shape[3]
+    v5 = np.stack([v, v], 2) if v.shape == (B, N, H, D) else v.reshape(B, N, 2, H, D)
+    i, j = np.arange(N)[:, None], np.arange(N)[None, :]
+    band = (j >= i - window_left) & (j <= i + window_right)
+    s = np.where(band, scale * np.einsum("bipht,bjpht->bphij", q5, k5), -np.inf)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    a = np.einsum("bphij,bjpht->bipht", w, v5)
+    return a[:, :, 0] - lam * a[:, :, 1]
+
+
+def rel_err(out, ref):
+    out = to64(out)
+    assert out.shape == ref.shape, (out.shape, ref.shape)
+    assert np.isfinite(out).all(), "non-finite output"
+    return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+def check_close(out, q, k, v, tol, window_left=17, window_right=17, scale=None, lam=1.0):
+    D = q.shape[-1]
+    ref = reference(q, k, v, window_left, window_right, D ** -0.5 if scale is None else scale,
+                    lam)
+    err = rel_err(out, ref)
+    assert err < tol, f"relative error {err:.3e} >= {tol:.1e}"
+    return err
+
+
+def raises(exc, fragment, fn, *a, **kw):
+    """fn(*a, **kw) must raise exc with `fragment` in its message; returns the message."""
+    try:
+        fn(*a, **kw)
+    except exc as e:
+        assert fragment in str(e), f"{fragment!r} not in {str(e)!r}"
+        return str(e)
+    raise AssertionError(f"no {exc.__name__} raised (expected one saying {fragment!r})")
