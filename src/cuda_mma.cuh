@@ -142,10 +142,6 @@ __device__ __forceinline__ bool dswa_store_rows(T *orow0, int o_sn, int i, int n
         body<T>(DSWA_KERNEL_ARGS);                                                             \
     }
 
-typedef void (*dswa_kernel_fn)(const void *, const void *, const void *, int, int, int, int, int,
-                               int, int, int, int, int, int, int, int, int, int, int, int, int,
-                               int, int, void *);
-
 /* Launches `kernel` with the library's arguments: what the library runs is exactly the entry
    TensorRT would run. */
 static inline dswa_status dswa_launch_entry(const void *kernel, const char *name,

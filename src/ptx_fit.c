@@ -222,29 +222,17 @@ static int pf_is(const char *c, pf_tok t, const char *w) {
 }
 static int pf_punct(const char *c, pf_tok t, char ch) { return t.kind == PF_PUNCT && c[t.s] == ch; }
 
-/* After a '{': moves past the matching '}' and returns its offset; PF_NONE at the end. */
-static size_t pf_skip_braces(pf_lex *L) {
+/* After an `open` bracket: moves past the matching `close` and returns its offset; PF_NONE at
+   the end. A counter, not recursion: nesting depth in untrusted text costs no stack. */
+static size_t pf_skip_matching(pf_lex *L, char open, char close) {
     size_t depth = 1;
     for (;;) {
         pf_tok t = pf_next(L);
         if (t.kind == PF_EOF) return PF_NONE;
         if (t.kind != PF_PUNCT) continue;
-        if (L->c[t.s] == '{')
+        if (L->c[t.s] == open)
             depth++;
-        else if (L->c[t.s] == '}' && --depth == 0)
-            return t.s;
-    }
-}
-/* After a '(': moves past the matching ')' and returns its offset; PF_NONE at the end. */
-static size_t pf_skip_parens(pf_lex *L) {
-    size_t depth = 1;
-    for (;;) {
-        pf_tok t = pf_next(L);
-        if (t.kind == PF_EOF) return PF_NONE;
-        if (t.kind != PF_PUNCT) continue;
-        if (L->c[t.s] == '(')
-            depth++;
-        else if (L->c[t.s] == ')' && --depth == 0)
+        else if (L->c[t.s] == close && --depth == 0)
             return t.s;
     }
 }
@@ -552,7 +540,7 @@ static dswa_ptx_fit_status pf_function(pf_module *m, pf_lex *L, int is_entry, si
     const char *what = is_entry ? ".entry" : ".func";
     pf_tok t = pf_next(L);
     if (!is_entry && pf_punct(c, t, '(')) { /* .func's return parameters */
-        if (pf_skip_parens(L) == PF_NONE)
+        if (pf_skip_matching(L, '(', ')') == PF_NONE)
             return pf_fail(r, m->in, m->n, DSWA_PTX_FIT_BAD_INPUT, t.s,
                            "malformed PTX: unclosed '(' after .func");
         t = pf_next(L);
@@ -585,7 +573,7 @@ static dswa_ptx_fit_status pf_function(pf_module *m, pf_lex *L, int is_entry, si
         if (pf_punct(c, t, '{')) {
             f.has_body = 1;
             f.body_s = t.e;
-            f.body_e = pf_skip_braces(L);
+            f.body_e = pf_skip_matching(L, '{', '}');
             if (f.body_e == PF_NONE)
                 return pf_fail(r, m->in, m->n, DSWA_PTX_FIT_BAD_INPUT, t.s,
                                "malformed PTX: the body of '%.*s' is not closed",
@@ -622,7 +610,7 @@ static dswa_ptx_fit_status pf_parse(pf_module *m, const char *in, size_t n,
         if (t.kind == PF_PUNCT) {
             link = PF_NONE;
             if (c[t.s] == '{') { /* .section data, initializers */
-                if (pf_skip_braces(&L) == PF_NONE) {
+                if (pf_skip_matching(&L, '{', '}') == PF_NONE) {
                     st = pf_fail(r, in, n, DSWA_PTX_FIT_BAD_INPUT, t.s,
                                  "malformed PTX: unclosed '{'");
                     break;
