@@ -21,11 +21,18 @@
  *    (~100 KB) in flight per SM, and 172 KB of static shared memory.
  *  - Fragment layouts, the head-dimension permutation that turns every Q/K/V access into a
  *    16-byte load, and the bank-conflict-free swizzles are those of cuda_mma.cuh.
+ *  - The next K phase's Q is pulled into L1 one phase ahead (prefetch.global.L1), so the
+ *    register loads between two phases do not expose a DRAM latency.
  *  - Masked scores are replaced by -inf; a non-finite result sends the warp to the exact
  *    scalar path of cuda_common.cuh (a NaN in V must not leak through 0 * NaN in the mma).
+ *  - DSWA_MATH_FP32 (entry dswa_fwd_f32_fp32) is the same kernel with every f32 product done
+ *    as three TF32 products (see split_hi); it needs more registers, so 3 blocks per SM.
+ *  - BAND_STRIP > 1 (a block walking several tiles, the ring running on across them) and the
+ *    per-entry register caps are measured tuning knobs; docs/PERF.md has the numbers that
+ *    chose the defaults.
  *
- * Arguments follow TensorRT's AOT order (inputs, int32 scalars, output); grid (ceil(N/64), H,
- * B), 128 threads, no dynamic shared memory.
+ * Arguments follow TensorRT's AOT order (inputs, int32 scalars, output); grid
+ * (ceil(ceil(N/64) / BAND_STRIP), H, B), 128 threads, no dynamic shared memory.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -40,7 +47,7 @@
 #define BAND_STRIP 1 /* consecutive 64-query tiles per block */
 #endif
 #ifndef BAND_16_MIN_BLOCKS
-#define BAND_16_MIN_BLOCKS 4 /* likewise for the f16 and bf16 entries */
+#define BAND_16_MIN_BLOCKS 4 /* blocks per SM the f16 and bf16 entries are register-limited to */
 #endif
 #ifndef BAND_FP32_MIN_BLOCKS
 #define BAND_FP32_MIN_BLOCKS 3 /* the fp32-accurate entry holds low parts too */
