@@ -7,7 +7,11 @@ logs=build/test-logs; mkdir -p "$logs"
 for t in "$@"; do
     name=$(basename "$t")
     "$t" >"$logs/$name.log" 2>&1; rc=$?
-    if [ $rc -eq 0 ]; then pass=$((pass+1)); echo "PASS  $name"
+    if [ $rc -eq 0 ]; then
+        pass=$((pass+1)); echo "PASS  $name"
+        # a passing program may still skip parts (e.g. the torch/TensorRT Python tests): say so
+        n=$(grep -c 'skipped:' "$logs/$name.log")
+        [ "$n" -gt 0 ] && echo "      ($n parts skipped, e.g. $(grep -m 1 -o 'skipped: .*' "$logs/$name.log"))"
     elif [ $rc -eq 77 ]; then skip=$((skip+1)); echo "SKIP  $name: $(grep -i 'skipped' "$logs/$name.log" | head -n 1)"
     else
         fail=$((fail+1)); failed="$failed $name"; echo "FAIL  $name (exit $rc; log $logs/$name.log)"
