@@ -16,7 +16,8 @@ endif
 
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 CFLAGS   ?= -O3
-CFLAGS   += -std=c11 -fPIC -fopenmp $(WARN) -Iinclude -Isrc -D_POSIX_C_SOURCE=200809L
+# `override`: CFLAGS/NVFLAGS given on the command line (e.g. sanitizers) add to these.
+override CFLAGS += -std=c11 -fPIC -fopenmp $(WARN) -Iinclude -Isrc -D_POSIX_C_SOURCE=200809L
 LDLIBS   := -fopenmp -lm
 
 LIB_C    := $(filter-out src/cuda_absent.c,$(wildcard src/*.c))
@@ -30,11 +31,11 @@ HAVE_CUDA := 1
 GENCODE  := $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
             -gencode=arch=compute_$(firstword $(CUDA_ARCHS)),code=compute_$(firstword $(CUDA_ARCHS))
 NVFLAGS  ?= -O3
-NVFLAGS  += -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra -Iinclude -Isrc $(GENCODE) \
+override NVFLAGS += -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra -Iinclude -Isrc $(GENCODE) \
             -Xptxas -warn-spills -Xptxas -warn-lmem-usage --expt-relaxed-constexpr $(EXTRA_NVFLAGS)
 CUDA_OBJ := $(patsubst src/%.cu,$(BUILD)/obj/%.cu.o,$(LIB_CU))
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lpthread -lrt -lstdc++
-CFLAGS   += -DDSWA_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+override CFLAGS += -DDSWA_HAVE_CUDA=1 -I$(CUDA_HOME)/include
 else
 HAVE_CUDA :=
 CUDA_OBJ := $(BUILD)/obj/cuda_absent.o

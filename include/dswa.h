@@ -78,7 +78,8 @@ const char *dswa_dtype_name(dswa_dtype dtype);   /* "f32", "f16", "bf16", or "?"
 const char *dswa_math_name(dswa_math math);      /* "default", "tf32", "fp32", or "?" */
 
 /* Number of elements spanned by a view (1 + the largest offset), for sizing buffers;
-   `pairs` is 2 for inputs and 1 for the output. 0 if any extent is 0. */
+   `pairs` is 2 for inputs and 1 for the output. 0 if any extent is 0, -1 if the span does
+   not fit in int64. */
 int64_t dswa_view_span(const dswa_problem *p, const dswa_layout *l, int pairs);
 
 /* Minimum device-memory traffic of one forward call, in bytes: Q and K for 2H heads, V for
@@ -134,7 +135,7 @@ typedef struct dswa_aot_info {
     const char *ptx_isa_min_reason;            /* why, e.g. "target sm_90 (PTX ISA 7.8 introduced it)" */
     int toolkit_isa_major, toolkit_isa_minor;  /* the .version nvcc stamped at build time */
     dswa_dtype dtype;
-    dswa_math math;            /* f32: DSWA_MATH_TF32 (the CUDA backend's f32 math) */
+    dswa_math math;            /* f32: DSWA_MATH_TF32, or DSWA_MATH_FP32 (dswa_fwd_f32_fp32) */
     int head_dim;              /* 64: the only head_dim the kernels take */
     int32_t window_left, window_right; /* as asked for; -1 when the export is for any window */
     int n_params, n_inputs, n_extras, n_outputs;  /* 24 = 3 + 20 + 1 */
@@ -150,8 +151,9 @@ typedef struct dswa_aot_info {
 } dswa_aot_info;
 
 /* The kernel for any window (the wide family), for `arch` ("sm_80" ... "sm_120"; "90" also
-   reads as sm_90), dtype and math. DSWA_MATH_FP32 with f32 is DSWA_ERR_UNSUPPORTED (the CUDA
-   backend implements TF32 only); an unknown arch, dtype or math is DSWA_ERR_INVALID_ARGUMENT
+   reads as sm_90), dtype and math. DSWA_MATH_FP32 with f32 is DSWA_ERR_UNSUPPORTED here (the
+   fp32-accurate kernel is a band kernel: ask dswa_aot_kernel_window with windows summing to
+   at most 48); an unknown arch, dtype or math is DSWA_ERR_INVALID_ARGUMENT
    with a message listing what exists. On success *out owns memory: release it with
    dswa_aot_info_free. On failure *out is zeroed (freeing it is harmless). */
 dswa_status dswa_aot_kernel(const char *arch, dswa_dtype dtype, dswa_math math, dswa_aot_info *out);
@@ -161,7 +163,10 @@ dswa_status dswa_aot_kernel_window(const char *arch, dswa_dtype dtype, dswa_math
                                    int32_t window_left, int32_t window_right, dswa_aot_info *out);
 /* Exactly the kernel dswa_forward_cuda launches for *p (windows clamped to N - 1 first), with
    every extra's value and the grid for p filled in. p is checked as dswa_forward_cuda checks
-   it (pointers aside: TensorRT's are 256-byte aligned), so the same refusals apply. */
+   it (pointers aside: TensorRT's are 256-byte aligned), so the same refusals apply. The family
+   is chosen for p's N: when windows wider than N were clamped into the band limit, the export
+   is the band kernel, valid only while N stays that small; an engine whose N varies should
+   take dswa_aot_kernel_window, which chooses for every N. */
 dswa_status dswa_aot_kernel_for(const char *arch, const dswa_problem *p, dswa_aot_info *out);
 /* Rewrites the module's .version to `isa` ("X.Y"). Refused (DSWA_ERR_INVALID_ARGUMENT, with
    a message naming the target or the instruction) when it is below the lowest the target and

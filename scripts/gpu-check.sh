@@ -7,7 +7,7 @@
 set -u
 out=${1:-${OUT:-gpu-out}}
 part=${2:-all}
-mkdir -p "$out"
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 1  # absolute: the script cds below
 exec > >(tee -a "$out/gpu-check-$part.log") 2>&1
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1

@@ -351,7 +351,7 @@ static dswa_status export_kernel(int arch_idx, dswa_dtype dtype, dswa_math math,
     out->target = st->target;
     out->ptx_isa_min_reason = st->reason;
     out->dtype = dtype;
-    out->math = dtype == DSWA_F32 ? DSWA_MATH_TF32 : DSWA_MATH_DEFAULT; /* math only concerns f32 */
+    out->math = fp32 ? DSWA_MATH_FP32 : dtype == DSWA_F32 ? DSWA_MATH_TF32 : DSWA_MATH_DEFAULT; /* f32 only */
     out->head_dim = DSWA_HEAD_DIM;
     out->window_left = wl;
     out->window_right = wr;
@@ -452,6 +452,8 @@ dswa_status dswa_aot_kernel_for(const char *arch, const dswa_problem *p, dswa_ao
 #ifdef DSWA_HAVE_CUDA
     dswa_kargs a;
     if ((s = dswa_cuda_kargs(p, in, in, in, o, &a))) return s;
+    /* Exactly what the library launches for this problem: the family follows the windows
+       clamped to this N - 1 (dswa_aot_kernel_window picks for every N). */
     const int band = a.wl + a.wr <= DSWA_BAND_MAX_SPAN;
     if ((s = export_kernel(idx, p->dtype, p->math, band, p->window_left, p->window_right, out)))
         return finish(s, out);

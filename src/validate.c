@@ -34,7 +34,7 @@ int64_t dswa_view_span(const dswa_problem *p, const dswa_layout *l, int pairs) {
     if (!p || !l || p->batch <= 0 || p->seq_len <= 0 || p->heads <= 0 || p->head_dim <= 0)
         return 0;
     int64_t m = max_offset(p, l, pairs);
-    return m < 0 ? -1 : m + 1;
+    return m < 0 || m == INT64_MAX ? -1 : m + 1;
 }
 
 /* Distinct output elements must not share an address: sort the output's dimensions by stride

@@ -1,9 +1,9 @@
 #!/bin/sh
 # Runs each test binary; exit 0 = pass, 77 = skipped (prints why), anything else = fail.
-# Full output of each test goes to build/test-logs/NAME.log; failures print their failed
+# Full output of each test goes to $BUILD/test-logs/NAME.log (default build/); failures print their failed
 # checks and the end of the output.
 pass=0; fail=0; skip=0; failed=""
-logs=build/test-logs; mkdir -p "$logs"
+logs=${BUILD:-build}/test-logs; mkdir -p "$logs"
 for t in "$@"; do
     name=$(basename "$t")
     "$t" >"$logs/$name.log" 2>&1; rc=$?

@@ -399,6 +399,12 @@ static void error_cases(int have_ptx) {
         }
     }
 #endif
+#ifdef DSWA_HAVE_CUDA
+    /* strides above int32 are refused (TensorRT's extras are int32) ... */
+    p = dswa_problem_default(2, 300, 4, 64, 17);
+    p.q.batch = (int64_t)1 << 33;
+    expect_fail(dswa_aot_kernel_for("sm_90", &p, &in), DSWA_ERR_UNSUPPORTED, &in, "q.batch above int32", "q.batch");
+#endif
     p = dswa_problem_default(2, 300, 4, 64, 17);
     p.batch = 0;
     expect_fail(dswa_aot_kernel_for("sm_90", &p, &in), DSWA_ERR_INVALID_ARGUMENT, &in, "empty problem", "batch");

@@ -36,7 +36,7 @@ void dswa_help_aot(void) {
         "  --arch sm_XX    target: sm_80, sm_86, sm_89, sm_90, sm_100 or sm_120 (a newer GPU\n"
         "                  JIT-compiles the closest one below it)\n"
         "  --dtype T       f32 (TF32 matrix math), f16 or bf16: of Q, K, V and out alike\n"
-        "  --math M        default|tf32|fp32 for f32 (fp32 is not implemented on CUDA yet)\n"
+        "  --math M        default|tf32|fp32 for f32 (fp32: 3xTF32, band windows only)\n"
         "  --window W      window_left = window_right = W (SAME-L: 17)\n"
         "  --window-left L, --window-right R   asymmetric windows\n"
         "                  With windows, the kernel is the one the library launches for them:\n"
@@ -57,7 +57,8 @@ void dswa_help_aot(void) {
         "the output heads), D (q.shape[3], 64); '//' is floor division; float_bits(x) is the\n"
         "int32 with the bits of the fp32 x.\n"
         "\n"
-        "Exit status: 0; 1 when the export is unsupported (a build without nvcc, math fp32) or a\n"
+        "Exit status: 0; 1 when the export is unsupported (a build without nvcc, math fp32 with\n"
+        "a wide or no window) or a\n"
         "file cannot be written; 2 for bad usage (unknown arch, dtype or math, bad values).\n",
         stdout);
 }
@@ -219,8 +220,8 @@ int dswa_cmd_aot(int argc, char **argv) {
         return cli_usage_error(cmd, "--window-left %s --window-right %s: must be integers >= 0", wl_s, wr_s);
     if (!shape_s && (shared_v || scale_s || lambda_s))
         return cli_usage_error(cmd, "--shared-v, --scale and --lambda describe a problem: they need --shape");
-    if (out_path && meta_path && !strcmp(out_path, "-") && !strcmp(meta_path, "-"))
-        return cli_usage_error(cmd, "-o - and --meta - cannot both write to standard output");
+    if (out_path && meta_path && !strcmp(out_path, meta_path))
+        return cli_usage_error(cmd, "-o and --meta name the same file (%s): the metadata would replace the PTX", out_path);
 
     dswa_aot_info info;
     dswa_status s;

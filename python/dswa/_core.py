@@ -76,9 +76,20 @@ def options(D, window, window_left, window_right, scale, lam, math):
         raise ValueError(f"dswa: math = {math!r}: expected one of {', '.join(_lib.MATH)}")
     wl = window if window_left is None else window_left
     wr = window if window_right is None else window_right
+    for name, w in (("window_left", wl), ("window_right", wr)):
+        _int32(name, w)
     if scale is None:
         scale = D ** -0.5 if D > 0 else 1.0
     return int(wl), int(wr), float(scale), float(lam), _lib.MATH[math]
+
+
+def _int32(name, x):
+    """The library's sizes and windows are int32: refuse what ctypes would silently wrap."""
+    if isinstance(x, bool) or not isinstance(x, int) and not (hasattr(x, "__index__")):
+        raise ValueError(f"dswa: {name} = {x!r}: must be an integer")
+    if not -2**31 <= int(x) < 2**31:
+        raise ValueError(f"dswa: {name} = {x}: must fit in int32")
+    return int(x)
 
 
 def out_shape(q):
@@ -98,6 +109,8 @@ def launcher(q, k, v, out, wl, wr, scale, lam, math, stream=None):
     CUDA) with the problem and pointers built once; it returns `out`. CUDA: on `stream` (a
     cudaStream_t as int), by default torch's current stream of q's device at this call."""
     B, N, H, D, shared = check_args(q, k, v, out, None)
+    for name, x in (("batch", B), ("seq_len", N), ("heads", H), ("head_dim", D)):
+        _int32(name, x)
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(q, torch.Tensor):
         strides, ptr, cuda = (lambda t: t.stride()), (lambda t: t.data_ptr()), q.is_cuda

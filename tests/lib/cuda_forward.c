@@ -37,9 +37,10 @@ dswa_status tu_forward_cuda_host(const dswa_problem *p, const void *q, const voi
     void *dev[4] = {NULL, NULL, NULL, NULL};
     size_t bytes[4];
     dswa_status st = DSWA_ERR_CUDA;
+    /* a problem the library refuses is refused before anything is allocated or copied */
+    if (dswa_validate(p, q, k, v, out) != DSWA_OK) return dswa_forward_cuda(p, q, k, v, out, NULL);
     for (int i = 0; i < 4; i++) {
         const int64_t span = dswa_view_span(p, lay[i], i == 3 ? 1 : 2);
-        if (span <= 0) return dswa_forward_cuda(p, q, k, v, out, NULL); /* let it refuse */
         bytes[i] = (size_t)span * dswa_dtype_size(p->dtype);
         if (!cuda_ok(cudaMalloc(&dev[i], bytes[i]), "cudaMalloc") ||
             !cuda_ok(cudaMemcpy(dev[i], host[i], bytes[i], cudaMemcpyHostToDevice), "cudaMemcpy to device"))
