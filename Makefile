@@ -4,7 +4,9 @@
 
 PREFIX   ?= /usr/local
 BUILD    ?= build
-CC       ?= gcc
+ifeq ($(origin CC),default)
+CC       := gcc
+endif
 CUDA_HOME ?= $(shell d=$$(dirname $$(dirname $$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc))); [ -x $$d/bin/nvcc ] && echo $$d)
 NVCC     ?= $(if $(CUDA_HOME),$(CUDA_HOME)/bin/nvcc,)
 # Architectures with machine code; PTX of the lowest is embedded for anything newer.
@@ -46,7 +48,13 @@ LIB_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_C)) $(CUDA_OBJ)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TESTS_C))
 TEST_LIB_OBJ := $(patsubst tests/lib/%.c,$(BUILD)/obj/tests_%.o,$(TEST_LIB))
 
-.PHONY: all test bench check install clean cuda-note gpu-check ptxas-report
+.PHONY: all test bench check install clean cuda-note gpu-check ptxas-report FORCE
+# Objects depend on the flags they were built with: changing GPU_ARCH, CFLAGS or NVFLAGS
+# rebuilds them instead of linking code built for another GPU.
+FLAGS_STAMP := $(BUILD)/obj/flags.stamp
+FLAGS_TEXT := $(CC) $(CFLAGS) | $(NVCC) $(NVFLAGS)
+$(FLAGS_STAMP): FORCE | $(BUILD)/obj
+	@printf '%s\n' '$(FLAGS_TEXT)' | cmp -s - $@ || printf '%s\n' '$(FLAGS_TEXT)' > $@
 all: cuda-note $(BUILD)/libdswa.so $(BUILD)/libdswa.a $(BUILD)/dswa
 
 cuda-note:
@@ -54,20 +62,21 @@ ifeq ($(HAVE_CUDA),)
 	@echo "dswa: nvcc not found: building without the CUDA backend (dswa_forward_cuda returns DSWA_ERR_NO_DEVICE)"
 endif
 
-$(BUILD)/obj/%.o: src/%.c include/dswa.h src/internal.h | $(BUILD)/obj
+$(BUILD)/obj/%.o: src/%.c include/dswa.h $(wildcard src/*.h) $(FLAGS_STAMP) | $(BUILD)/obj
 	$(CC) $(CFLAGS) -c $< -o $@
-$(BUILD)/obj/%.cu.o: src/%.cu include/dswa.h src/internal.h $(wildcard src/*.cuh) | $(BUILD)/obj
+$(BUILD)/obj/%.cu.o: src/%.cu include/dswa.h src/internal.h $(wildcard src/*.cuh) $(FLAGS_STAMP) | $(BUILD)/obj
 	$(NVCC) $(NVFLAGS) -c $< -o $@
-$(BUILD)/obj/tests_%.o: tests/lib/%.c $(wildcard tests/lib/*.h) include/dswa.h | $(BUILD)/obj
+$(BUILD)/obj/tests_%.o: tests/lib/%.c $(wildcard tests/lib/*.h) include/dswa.h $(FLAGS_STAMP) | $(BUILD)/obj
 	$(CC) $(CFLAGS) -Itests/lib -c $< -o $@
 
 $(BUILD)/libdswa.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 $(BUILD)/libdswa.so: $(LIB_OBJ)
 	$(CC) -shared -o $@ $^ $(CUDA_LIBS) $(LDLIBS)
-$(BUILD)/dswa: $(TOOL_C) $(wildcard tools/*.h) include/dswa.h src/internal.h $(BUILD)/libdswa.a $(TEST_LIB_OBJ)
+$(BUILD)/dswa: $(TOOL_C) $(wildcard tools/*.h) include/dswa.h $(wildcard src/*.h) $(BUILD)/libdswa.a $(TEST_LIB_OBJ)
 	$(CC) $(CFLAGS) -Itests/lib -o $@ $(TOOL_C) $(TEST_LIB_OBJ) $(BUILD)/libdswa.a $(CUDA_LIBS) $(LDLIBS)
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libdswa.a $(TEST_LIB_OBJ) | $(BUILD)/tests
+# (every test source: test_cuda_cases.c includes test_cpu.c)
+$(BUILD)/tests/%: tests/%.c $(TESTS_C) $(wildcard tests/lib/*.h) $(BUILD)/libdswa.a $(TEST_LIB_OBJ) | $(BUILD)/tests
 	$(CC) $(CFLAGS) -Itests/lib -o $@ $< $(TEST_LIB_OBJ) $(BUILD)/libdswa.a $(CUDA_LIBS) $(LDLIBS)
 
 $(BUILD)/obj $(BUILD)/tests:
@@ -137,7 +146,7 @@ AOT_DIR   := $(BUILD)/aot
 $(BUILD)/obj/aot_export.o: src/aot_ptx.h $(wildcard src/*.cuh)
 ifneq ($(HAVE_CUDA),)
 AOT_NVFLAGS := $(filter-out -gencode=%,$(NVFLAGS))
-AOT_DEPS  := include/dswa.h src/internal.h $(wildcard src/*.cuh)
+AOT_DEPS  := include/dswa.h src/internal.h $(wildcard src/*.cuh) $(FLAGS_STAMP)
 AOT_PTX   := $(foreach a,$(AOT_ARCHS),$(AOT_DIR)/band_sm$(a).ptx $(AOT_DIR)/wide_sm$(a).ptx)
 
 $(AOT_DIR)/band_sm%.ptx: src/cuda_kernel_band.cu $(AOT_DEPS) | $(AOT_DIR)
