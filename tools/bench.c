@@ -375,11 +375,11 @@ static void run_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_rows, i
     const int want_full = o->vmode != V_SHARED, want_shared = o->vmode != V_FULL;
     float *fq = NULL, *fk = NULL, *fvf = NULL, *fvs = NULL;
     void *hq = NULL, *hk = NULL, *hvf = NULL, *hvs = NULL, *hout = NULL;
+    if (c->fatal) return;
     int32_t *rows = malloc(sizeof(int32_t) * (size_t)(o->rows < n ? o->rows : n));
     int nrows = 0;
     const char *lost = NULL;
 
-    if (c->fatal) return;
     progress(c, "N = %lld: generating random normal inputs (%.0f MB as f32)", (long long)n,
              (double)(2 * n_in + (want_full ? n_in : 0) + (want_shared ? n_vs : 0)) * 4 / 1e6);
     fq = cli_malloc(n_in * 4);

@@ -102,6 +102,10 @@ static int build_case(const check_case *cc, uint64_t seed, uint64_t idx, built_c
     b->in_view = calloc((size_t)b->out_elems, 1);
     if (!f || !b->in || !b->in_view) {
         cli_free(f);
+        cli_free(b->in);
+        free(b->in_view);
+        b->in = NULL;
+        b->in_view = NULL;
         return -1;
     }
     cli_fill_normal(f, (size_t)b->in_elems, seed, 1000 + idx);

@@ -338,7 +338,7 @@ int cli_write_file(const char *tool, const char *path, const char *text, size_t 
     if (fd >= 0 && !f) close(fd);
     int ok = f && fwrite(text, 1, len, f) == len;
     int e = errno;
-    if (f && fclose(f) != 0) ok = 0;
+    if (f && fclose(f) != 0 && ok) ok = 0, e = errno; /* a failed flush is the error to report */
     if (ok && rename(tmp, path) != 0) ok = 0, e = errno;
     if (!ok) {
         fprintf(stderr, "dswa %s: cannot write %s: %s\n", tool, path, strerror(e ? e : EIO));
