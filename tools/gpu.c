@@ -54,26 +54,25 @@ void gpu_free(void *p) {
     if (p) (void)cudaFree(p);
 }
 
-int gpu_upload(void *dst, const void *src, size_t bytes, const char *what) {
+static int copy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
+                const char *what) {
     char call[160];
-    cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+    cudaError_t e = cudaMemcpy(dst, src, bytes, kind);
     if (e != cudaSuccess) {
-        snprintf(call, sizeof call, "cudaMemcpy(%s, host to device, %.1f MB)", what,
+        snprintf(call, sizeof call, "cudaMemcpy(%s, %s, %.1f MB)", what,
+                 kind == cudaMemcpyHostToDevice ? "host to device" : "device to host",
                  (double)bytes / 1e6);
         return fail(e, call);
     }
     return 0;
 }
 
+int gpu_upload(void *dst, const void *src, size_t bytes, const char *what) {
+    return copy(dst, src, bytes, cudaMemcpyHostToDevice, what);
+}
+
 int gpu_download(void *dst, const void *src, size_t bytes, const char *what) {
-    char call[160];
-    cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
-    if (e != cudaSuccess) {
-        snprintf(call, sizeof call, "cudaMemcpy(%s, device to host, %.1f MB)", what,
-                 (double)bytes / 1e6);
-        return fail(e, call);
-    }
-    return 0;
+    return copy(dst, src, bytes, cudaMemcpyDeviceToHost, what);
 }
 
 int gpu_poison(void *p, size_t bytes) {
