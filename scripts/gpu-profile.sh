@@ -6,13 +6,15 @@ set -u
 outf=$1; bdir=${2:-build}
 cd "$(dirname "$0")/.."
 command -v ncu >/dev/null || { echo "ncu not found" > "$outf"; exit 0; }
-for dt in f32 bf16; do
+for run in f32:full bf16:full bf16:shared; do
+    dt=${run%%:*}; vl=${run#*:}
     k=dswa_fwd_f32_tf32; [ "$dt" = bf16 ] && k=dswa_fwd_bf16
-    echo "=== $k" >> "$outf"
+    echo "=== $k, V $vl" >> "$outf"
     timeout 120 ncu --clock-control none -k "$k" -c 1 \
         --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
         --section Occupancy --section MemoryWorkloadAnalysis --section LaunchStats \
-        "$bdir/dswa" bench --backend cuda --L 1292 --dtype "$dt" --v full --repeats 1 --warmup 0 \
+        --section InstructionStats \
+        "$bdir/dswa" bench --backend cuda --L 1292 --dtype "$dt" --v "$vl" --repeats 1 --warmup 0 \
         >> "$outf" 2>&1
 done
-grep -E "===|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)|Issue Slots Busy|Issued Ipc|No Eligible|Achieved Occupancy|Registers Per|Stall|L2 Hit|Eligible Warps" "$outf" | head -60
+grep -E "===|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)|Issue Slots Busy|Issued Ipc|Executed Instructions|No Eligible|Achieved Occupancy|Registers Per|Stall|L2 Hit|Eligible Warps" "$outf" | head -60

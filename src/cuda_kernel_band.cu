@@ -43,9 +43,7 @@
 #define BAND_NT ((16 + DSWA_BAND_MAX_SPAN) / 8)    /* 8-key tiles of one warp's band: 8 */
 #define BAND_BUFS 3
 #define BAND_LOADS (BAND_ROWS * 8 / DSWA_THREADS)  /* 16-byte copies per thread per phase: 7 */
-#ifndef BAND_STRIP
-#define BAND_STRIP 1 /* consecutive 64-query tiles per block */
-#endif
+#define BAND_STRIP 1 /* 64-query tiles per block (the AOT grid formula reads it) */
 #ifndef BAND_16_MIN_BLOCKS
 #define BAND_16_MIN_BLOCKS 4 /* blocks per SM the f16 and bf16 entries are register-limited to */
 #endif
@@ -56,13 +54,16 @@
 #define BAND_F32_MIN_BLOCKS 4 /* blocks per SM the f32 entry is register-limited to */
 #endif
 
-/* Phases: f32 splits the head dimension in two 32-float halves (128-byte rows); 16-bit rows
-   are 128 bytes whole. phase -> (pair, K or V, half). */
-template <typename T> struct band_phases {
-    enum { HALVES = sizeof(T) == 4 ? 2 : 1, N = 4 * HALVES };
-    static __device__ __forceinline__ int pair(int ph) { return ph / (2 * HALVES); }
-    static __device__ __forceinline__ int is_v(int ph) { return (ph / HALVES) & 1; }
-    static __device__ __forceinline__ int half(int ph) { return ph % HALVES; }
+/* Phases. f32 splits the head dimension in two 32-float halves (128-byte rows); 16-bit rows
+   are 128 bytes whole. V with 2H heads: K0 V0 K1 V1. Shared V: K0 K1 V, one P.V with
+   P' = P0/l0 - lambda P1/l1, so V is read once and half the P.V products disappear. */
+template <typename T, int SHARED> struct band_phases {
+    enum { HALVES = sizeof(T) == 4 ? 2 : 1, N = (SHARED ? 3 : 4) * HALVES,
+           FIRST_K1 = (SHARED ? 1 : 2) * HALVES /* pair 1's first K phase */ };
+    static __device__ constexpr int step(int ph) { return ph / HALVES; }
+    static __device__ constexpr int is_v(int ph) { return SHARED ? step(ph) == 2 : step(ph) & 1; }
+    static __device__ constexpr int pair(int ph) { return SHARED ? step(ph) == 1 : step(ph) >> 1; }
+    static __device__ constexpr int half(int ph) { return ph % HALVES; }
 };
 
 typedef uint4 band_buf[BAND_ROWS][8]; /* 16-byte chunks, swizzled per row */
@@ -75,39 +76,58 @@ __device__ __forceinline__ uint32_t split_lo(uint32_t x) {
     return __float_as_uint(__uint_as_float(x) - __uint_as_float(x & 0xffffe000u));
 }
 
+/* The value, unknown to the compiler: address arithmetic derived from it stays where it is
+   written instead of being computed early for every phase and held in registers. */
+__device__ __forceinline__ int dswa_opaque(int x) {
+    asm volatile("mov.b32 %0, %0;" : "+r"(x));
+    return x;
+}
+
 template <typename T> struct band_ctx {
     const T *q, *k, *v; /* at (b, h) */
-    int n, nkeys;
+    int n, nkeys, kstart;
     int q_sn, q_sp, k_sn, k_sp, v_sn, v_sp;
+    bool interior;  /* rows kstart .. kstart + BAND_ROWS - 1 all inside the sequence */
+    bool t7;        /* the band needs its 8th key tile (span > 40) */
+    float scale;    /* <= 0: Q is negated or zeroed so that the softmax scale is positive */
 };
 
 /* Copies phase ph's rows [kstart, kstart + nkeys) into buf; rows outside it or outside the
-   sequence are zero-filled (a stale NaN must never meet a zero probability). */
-template <typename T>
-__device__ __forceinline__ void band_load(band_buf &buf, const band_ctx<T> &c, int kstart, int ph) {
-    typedef band_phases<T> P;
-    const int p = P::pair(ph), isv = P::is_v(ph), col = P::half(ph) * 32; /* elements */
-    const T *base = isv ? c.v + (int64_t)p * c.v_sp : c.k + (int64_t)p * c.k_sp;
-    const int sn = isv ? c.v_sn : c.k_sn;
+   sequence are zero-filled (a stale NaN must never meet a zero probability). Thread t copies
+   chunk t % 8 of rows t / 8 + 16 it: one swizzle, one pointer stepped by 16 rows. */
+template <typename T, int SHARED>
+__device__ __forceinline__ void band_load(band_buf &buf, const band_ctx<T> &c, int ph) {
+    typedef band_phases<T, SHARED> P;
+    const int isv = P::is_v(ph), col = P::half(ph) * 32; /* elements */
+    const T *base = isv ? c.v + (int64_t)P::pair(ph) * c.v_sp : c.k + (int64_t)P::pair(ph) * c.k_sp;
+    const int sn = isv ? c.v_sn : c.k_sn, r0 = threadIdx.x >> 3, u = threadIdx.x & 7;
+    const int sw = dswa_swz<T>(r0), e = u * (16 / (int)sizeof(T)) + col;
+    if (c.interior) {
+        /* opaque: computed here, not shared with other phases and held in registers throughout */
+        const T *src = base + (int64_t)(dswa_opaque(c.kstart + r0)) * sn + e;
+        const int64_t step = (int64_t)16 * sn;
 #pragma unroll
-    for (int it = 0; it < BAND_LOADS; it++) {
-        const int idx = threadIdx.x + DSWA_THREADS * it, r = idx >> 3, u = idx & 7;
-        const int j = kstart + r;
-        const bool ok = r < c.nkeys && (unsigned)j < (unsigned)c.n;
-        const int jc = min(max(j, 0), c.n - 1); /* a valid address even when nothing is read */
-        const T *src = base + (int64_t)jc * sn + col + u * (16 / (int)sizeof(T));
-        dswa_cp_async16(&buf[r][u ^ dswa_swz<T>(r)], src, ok);
+        for (int it = 0; it < BAND_LOADS; it++, src += step)
+            dswa_cp_async16(&buf[r0 + 16 * it][u ^ sw], src, r0 + 16 * it < c.nkeys);
+    } else {
+#pragma unroll
+        for (int it = 0; it < BAND_LOADS; it++) {
+            const int r = r0 + 16 * it, j = c.kstart + r;
+            const bool ok = r < c.nkeys && (unsigned)j < (unsigned)c.n;
+            const int jc = min(max(j, 0), c.n - 1); /* a valid address even when nothing is read */
+            dswa_cp_async16(&buf[r][u ^ sw], base + (int64_t)jc * sn + e, ok);
+        }
     }
 }
 
-/* Q fragments for K phase ph of this thread's rows i and i+8: f32 holds full-row chunks 4k + c
-   for k = 2*half, 2*half+1 (rounded to TF32); 16-bit holds chunks c and 4 + c raw. The scale is
-   applied to the fp32 scores: folding it into Q would round Q a second time. */
+/* Q fragments of pair p (f32: half hf of the head dimension) for this thread's rows i and
+   i+8: f32 holds full-row chunks 4k + c for k = 2*hf, 2*hf+1 (rounded to TF32); 16-bit holds
+   chunks c and 4 + c raw. The scale is applied to the fp32 scores: folding it into Q would
+   round Q a second time; only its sign is (qfix). */
 template <typename T, int SPLIT>
 __device__ __forceinline__ void band_load_q(uint32_t qa[4][4], uint32_t qlo[4][4],
-                                            const band_ctx<T> &c, int ph, int i) {
-    typedef band_phases<T> P;
-    const int quad = threadIdx.x & 3, p = P::pair(ph), hf = P::half(ph);
+                                            const band_ctx<T> &c, int p, int hf, int i) {
+    const int quad = threadIdx.x & 3;
     uint32_t w[2][8];
 #pragma unroll
     for (int rr = 0; rr < 2; rr++) {
@@ -120,6 +140,14 @@ __device__ __forceinline__ void band_load_q(uint32_t qa[4][4], uint32_t qlo[4][4
             if (ii < c.n) u = __ldg((const uint4 *)(row + chunk * (16 / (int)sizeof(T))));
             w[rr][4 * x + 0] = u.x; w[rr][4 * x + 1] = u.y; w[rr][4 * x + 2] = u.z; w[rr][4 * x + 3] = u.w;
         }
+    }
+    if (!(c.scale > 0.f)) { /* uniform: recomputed here rather than held in registers */
+        const uint32_t qand = c.scale == 0.f ? 0u : ~0u;
+        const uint32_t qxor = c.scale < 0.f ? (sizeof(T) == 4 ? 0x80000000u : 0x80008000u) : 0u;
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++)
+#pragma unroll
+            for (int x = 0; x < 8; x++) w[rr][x] = (w[rr][x] & qand) ^ qxor;
     }
     /* k-step st takes words 2st (columns c) and 2st+1 (columns c+4 / c+8) of both rows; laid
        out here once in mma A order so the mma loop needs no register moves. f32 rounds to TF32. */
@@ -138,8 +166,8 @@ __device__ __forceinline__ void band_load_q(uint32_t qa[4][4], uint32_t qlo[4][4
     }
 }
 
-/* Pulls pair p's Q rows of this warp (16 rows) into L1 ahead of use, so the register loads in
-   band_load_q hit L1 instead of exposing a DRAM latency between two phases. */
+/* Pulls pair p's Q rows of this warp (16 rows from i16) into L1 ahead of use, so the register
+   loads in band_load_q hit L1 instead of exposing a DRAM latency between two phases. */
 template <typename T>
 __device__ __forceinline__ void band_prefetch_q(const band_ctx<T> &c, int p, int i16) {
     const int lane = threadIdx.x & 31, lines = 16 * 64 * (int)sizeof(T) / 128; /* 32 or 16 */
@@ -150,16 +178,38 @@ __device__ __forceinline__ void band_prefetch_q(const band_ctx<T> &c, int p, int
     }
 }
 
-/* s[ln] += Q K^T over this phase's dims, for the warp's band tiles ln < ntw (tile ln = block
-   rows 16*warp + 8*ln .. +7). */
+/* Which of this thread's band scores are inside the window and the sequence: bit 8e + ln for
+   element e of key tile ln. Thread (g, c) holds keys 8 ln + 2c + (e & 1) of the warp band
+   against queries g + 8 (e >> 1), so each e is a range of tiles; computed once per block. */
+__device__ __forceinline__ uint32_t band_mask(int span, int kwarp, int n, bool edge) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    uint32_t m = 0;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        const int d = 2 * c + (e & 1) - g - 8 * (e >> 1); /* key - query = 8 ln + d */
+        int lo = max(-(d >> 3), 0), hi = min((span - d) >> 3, BAND_NT - 1);
+        if (edge) { /* key kwarp + 8 ln + dj must lie in [0, n) */
+            const int dj = 2 * c + (e & 1);
+            lo = max(lo, -((kwarp + dj) >> 3));
+            hi = (int)min((int64_t)hi, ((int64_t)n - 1 - kwarp - dj) >> 3);
+        }
+        lo = min(lo, BAND_NT);
+        hi = max(hi, -1);
+        m |= (hi + 1 > lo ? (1u << (hi + 1)) - (1u << lo) : 0u) << (8 * e);
+    }
+    return m;
+}
+
+/* s[ln] += Q K^T over this phase's dims, for the warp's band tiles (tile ln = block rows
+   16*warp + 8*ln .. +7; the 8th only when t7). */
 template <typename T, int SPLIT>
 __device__ __forceinline__ void band_scores(float s[BAND_NT][4], const band_buf &buf,
                                             const uint32_t qa[4][4], const uint32_t qlo[4][4],
-                                            int warp, int ntw) {
+                                            int warp, bool t7) {
     const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
 #pragma unroll
     for (int ln = 0; ln < BAND_NT; ln++) {
-        if (ln >= ntw) continue;
+        if (ln == BAND_NT - 1 && !t7) continue;
         const int row = 16 * warp + 8 * ln + g, sw = dswa_swz<T>(row);
         const uint4 k0 = buf[row][c ^ sw], k1 = buf[row][(4 + c) ^ sw];
         const uint32_t kr[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
@@ -180,39 +230,39 @@ __device__ __forceinline__ void band_scores(float s[BAND_NT][4], const band_buf 
     }
 }
 
-/* Exact softmax of one pair over the warp's band: mask by replacement, row max, exp2, row sum,
-   then P *= f / l with f = 1 (pair 0) or -lambda (pair 1). f32 leaves P rounded to TF32 (as
-   float bits) so the two V phases need no conversion. */
-template <typename T, int SPLIT>
-__device__ __forceinline__ void band_softmax(float s[BAND_NT][4], float plo[BAND_NT][4], int warp,
-                                             int ntw, int span, int kstart, int n, float qscale,
-                                             float f) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+/* Exact softmax of one pair over the warp's band: mask (precomputed bits), row max, then
+   p = 2^(s qscale - max qscale) in one FFMA (qscale > 0, see qfix), row sum, and
+   P = p f / l (+ add: shared V's P0 when this is pair 1) with f = 1 or -lambda. P stays in
+   natural fragment order; band_p_to_a makes the mma operand. */
+template <int ADD>
+__device__ __forceinline__ void band_softmax(float s[BAND_NT][4], const float add[BAND_NT][4],
+                                             uint32_t mask, bool t7, float qscale, float f) {
     float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 #pragma unroll
-    for (int ln = 0; ln < BAND_NT; ln++)
+    for (int ln = 0; ln < BAND_NT; ln++) {
+        if (ln == BAND_NT - 1 && !t7) continue;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            const int t = 8 * ln + 2 * c + (e & 1); /* key index relative to the warp band */
-            const int qi = g + 8 * (e >> 1), j = kstart + 16 * warp + t;
-            const bool ok = ln < ntw && (unsigned)(t - qi) <= (unsigned)span && (unsigned)j < (unsigned)n;
-            const float x = s[ln][e] * qscale;
-            s[ln][e] = ok ? x : -INFINITY;
+            s[ln][e] = (mask >> (8 * e + ln)) & 1u ? s[ln][e] : -INFINITY;
             mx[e >> 1] = fmaxf(mx[e >> 1], s[ln][e]);
         }
+    }
+    float ms[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        if (mx[r] == -INFINITY) mx[r] = 0.f; /* a row past N: every key masked */
+        ms[r] = mx[r] == -INFINITY ? 0.f : -mx[r] * qscale; /* a row past N: every key masked */
     }
 #pragma unroll
-    for (int ln = 0; ln < BAND_NT; ln++)
+    for (int ln = 0; ln < BAND_NT; ln++) {
+        if (ln == BAND_NT - 1 && !t7) continue;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            s[ln][e] = dswa_exp2(s[ln][e] - mx[e >> 1]);
+            s[ln][e] = dswa_exp2(fmaf(s[ln][e], qscale, ms[e >> 1]));
             l[e >> 1] += s[ln][e];
         }
+    }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
@@ -221,36 +271,48 @@ __device__ __forceinline__ void band_softmax(float s[BAND_NT][4], float plo[BAND
     }
 #pragma unroll
     for (int ln = 0; ln < BAND_NT; ln++) {
-        const float p0 = s[ln][0] * l[0], p1 = s[ln][1] * l[0], p2 = s[ln][2] * l[1], p3 = s[ln][3] * l[1];
-        if constexpr (SPLIT) { /* mma A order, hi and lo parts */
-            const float pp[4] = {p0, p2, p1, p3};
+        const bool live = ln < BAND_NT - 1 || t7;
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                s[ln][e] = __uint_as_float(split_hi(__float_as_uint(pp[e])));
-                plo[ln][e] = __uint_as_float(split_lo(__float_as_uint(pp[e])));
-            }
-        } else if constexpr (sizeof(T) == 4) { /* mma A order, TF32: column c <-> key 2c, c+4 <-> key 2c+1 */
-            s[ln][0] = __uint_as_float(tf32(p0)); s[ln][1] = __uint_as_float(tf32(p2));
-            s[ln][2] = __uint_as_float(tf32(p1)); s[ln][3] = __uint_as_float(tf32(p3));
-        } else {
-            s[ln][0] = p0; s[ln][1] = p1; s[ln][2] = p2; s[ln][3] = p3;
+        for (int e = 0; e < 4; e++) {
+            if constexpr (ADD) s[ln][e] = live ? fmaf(s[ln][e], l[e >> 1], add[ln][e]) : add[ln][e];
+            else s[ln][e] = live ? s[ln][e] * l[e >> 1] : 0.f;
         }
     }
 }
 
+/* P as the P.V mma's A operand. f32: A order (column c <-> key 2c, c+4 <-> key 2c+1), rounded
+   to TF32 (split: hi and lo parts); 16-bit: packed at use. */
+template <typename T, int SPLIT>
+__device__ __forceinline__ void band_p_to_a(float s[BAND_NT][4], float plo[BAND_NT][4]) {
+    if constexpr (sizeof(T) == 4)
+#pragma unroll
+        for (int ln = 0; ln < BAND_NT; ln++) {
+            const float pp[4] = {s[ln][0], s[ln][2], s[ln][1], s[ln][3]};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                if constexpr (SPLIT) {
+                    s[ln][e] = __uint_as_float(split_hi(__float_as_uint(pp[e])));
+                    plo[ln][e] = __uint_as_float(split_lo(__float_as_uint(pp[e])));
+                } else {
+                    s[ln][e] = __uint_as_float(tf32(pp[e]));
+                }
+            }
+        }
+}
+
 /* acc += P V over this phase's output dims. f32: one 8-key k-step per tile; the thread reads
    V rows 2c and 2c+1 at chunk g of the half (output dims 4g..4g+3 of n-tiles 4*half..+3).
-   16-bit: one 16-key k-step per two tiles, V through ldmatrix.trans. */
+   16-bit: one 16-key k-step per two tiles, V through ldmatrix.trans (P of an absent 8th tile
+   is 0, and its V rows are zero-filled or real rows). */
 template <typename T, int SPLIT>
 __device__ __forceinline__ void band_pv(float acc[8][4], const band_buf &buf,
                                         const float s[BAND_NT][4], const float plo[BAND_NT][4],
-                                        int warp, int ntw, int hf) {
+                                        int warp, bool t7, int hf) {
     const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     if constexpr (sizeof(T) == 4) {
 #pragma unroll
         for (int ln = 0; ln < BAND_NT; ln++) {
-            if (ln >= ntw) continue;
-            /* P is already in A order (band_softmax) */
+            if (ln == BAND_NT - 1 && !t7) continue;
             const uint32_t a0 = __float_as_uint(s[ln][0]), a1 = __float_as_uint(s[ln][1]);
             const uint32_t a2 = __float_as_uint(s[ln][2]), a3 = __float_as_uint(s[ln][3]);
             const int r0 = 16 * warp + 8 * ln + 2 * c;
@@ -278,7 +340,6 @@ __device__ __forceinline__ void band_pv(float acc[8][4], const band_buf &buf,
         const int mtx = lane >> 3;
 #pragma unroll
         for (int ln = 0; ln < BAND_NT; ln += 2) {
-            if (ln >= ntw) continue;
             const uint32_t a[4] = {pack2<T>(s[ln][0], s[ln][1]), pack2<T>(s[ln][2], s[ln][3]),
                                    pack2<T>(s[ln + 1][0], s[ln + 1][1]), pack2<T>(s[ln + 1][2], s[ln + 1][3])};
             /* lane supplies row (lane & 7) + 8 (matrix & 1) of the k-step, chunk j + (matrix >> 1) */
@@ -294,82 +355,92 @@ __device__ __forceinline__ void band_pv(float acc[8][4], const band_buf &buf,
     }
 }
 
+/* The phase loop of one 64-query tile: K/V phases through the ring, scores, softmax, P.V into
+   acc (a_0 - lambda a_1 when it returns). iq: this thread's rows iq and iq + 8. */
+template <typename T, int SPLIT, int SHARED>
+__device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const band_ctx<T> &c,
+                                          float acc[8][4], int iq, uint32_t mask, float qscale,
+                                          float lambda) {
+    typedef band_phases<T, SHARED> P;
+    const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+    band_load<T, SHARED>(ring[0], c, 0);
+    dswa_cp_async_commit();
+    band_load<T, SHARED>(ring[1], c, 1);
+    dswa_cp_async_commit();
+
+    uint32_t qa[4][4], qlo[4][4]; /* qlo, plo: the low parts of DSWA_MATH_FP32 only */
+    float s[BAND_NT][4], plo[BAND_NT][4], p0[BAND_NT][4] /* shared V: pair 0's P */;
+    band_load_q<T, SPLIT>(qa, qlo, c, 0, 0, iq);
+#pragma unroll
+    for (int ph = 0; ph < P::N; ph++) {
+        dswa_cp_async_wait<1>();
+        __syncthreads(); /* phase ph visible to all; everyone is done with phase ph - 1 */
+        if (ph + 2 < P::N) band_load<T, SHARED>(ring[(ph + 2) % BAND_BUFS], c, ph + 2);
+        dswa_cp_async_commit();
+        const band_buf &buf = ring[ph % BAND_BUFS];
+        if (ph == (P::FIRST_K1 >= 2 ? P::FIRST_K1 - 2 : 0)) band_prefetch_q<T>(c, 1, iq - g);
+        if (!P::is_v(ph)) {
+            if (P::half(ph) == 0)
+#pragma unroll
+                for (int ln = 0; ln < BAND_NT; ln++) s[ln][0] = s[ln][1] = s[ln][2] = s[ln][3] = 0.f;
+            band_scores<T, SPLIT>(s, buf, qa, qlo, warp, c.t7);
+            if (P::half(ph) == P::HALVES - 1) {
+                if (SHARED && P::pair(ph) == 0) {
+                    band_softmax<0>(s, s, mask, c.t7, qscale, 1.f);
+#pragma unroll
+                    for (int ln = 0; ln < BAND_NT; ln++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) p0[ln][e] = s[ln][e];
+                } else {
+                    if (SHARED) band_softmax<1>(s, p0, mask, c.t7, qscale, -lambda);
+                    else band_softmax<0>(s, s, mask, c.t7, qscale, P::pair(ph) ? -lambda : 1.f);
+                    band_p_to_a<T, SPLIT>(s, plo);
+                }
+            }
+        } else {
+            if (ph == (SHARED ? 2 : 1) * P::HALVES) /* the first V phase */
+#pragma unroll
+                for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+            band_pv<T, SPLIT>(acc, buf, s, plo, warp, c.t7, P::half(ph));
+        }
+        if (ph + 1 < P::N && !P::is_v(ph + 1)) /* the next K phase's Q (from L1) */
+            band_load_q<T, SPLIT>(qa, qlo, c, P::pair(ph + 1), P::half(ph + 1), iq);
+    }
+}
+
 template <typename T, int SPLIT>
-__device__ __forceinline__ void dswa_fwd_band_impl(const T *__restrict__ q, const T *__restrict__ k,
-                                              const T *__restrict__ v, int n, int wl, int wr,
-                                              int scale_bits, int lambda_bits, int q_sb, int q_sn,
-                                              int q_sp, int q_sh, int k_sb, int k_sn, int k_sp,
-                                              int k_sh, int v_sb, int v_sn, int v_sp, int v_sh,
-                                              int o_sb, int o_sn, int o_sh, T *__restrict__ out) {
-    typedef band_phases<T> P;
+__device__ __forceinline__ void dswa_fwd_band_impl(DSWA_KERNEL_PARAMS(T)) {
     __shared__ __align__(128) band_buf ring[BAND_BUFS];
     const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
     const int h = blockIdx.y, b = blockIdx.z, span = wl + wr;
+    const int i0 = blockIdx.x * DSWA_TILE, iq = i0 + 16 * warp + g; /* rows iq and iq + 8 */
     band_ctx<T> c;
     c.q = q + (int64_t)b * q_sb + (int64_t)h * q_sh;
     c.k = k + (int64_t)b * k_sb + (int64_t)h * k_sh;
     c.v = v + (int64_t)b * v_sb + (int64_t)h * v_sh;
     c.n = n;
     c.nkeys = DSWA_TILE + span;
+    c.kstart = i0 - wl;
     c.q_sn = q_sn; c.q_sp = q_sp; c.k_sn = k_sn; c.k_sp = k_sp; c.v_sn = v_sn; c.v_sp = v_sp;
-    const int ntw = (16 + span + 7) / 8; /* 8-key tiles in a warp's band */
+    c.interior = c.kstart >= 0 && c.kstart <= n - BAND_ROWS;
+    c.t7 = span > 8 * (BAND_NT - 1) - 16;
     const float scale = __int_as_float(scale_bits), lambda = __int_as_float(lambda_bits);
-    const float qscale = scale * 1.4426950408889634f; /* exp(x) = exp2(x log2 e) */
-    /* The block walks BAND_STRIP consecutive 64-query tiles; the phase ring runs on across
-       tiles, so the next tile's first phases load while this tile's last ones compute. */
-    const int tile0 = blockIdx.x * BAND_STRIP, ntiles = (n + DSWA_TILE - 1) / DSWA_TILE;
-    const int tcount = min(BAND_STRIP, ntiles - tile0);
+    /* exp(x) = exp2(x log2 e); a negative scale negates Q, a zero one zeroes it (scores 0) */
+    const float qscale = (scale == 0.f ? 1.f : fabsf(scale)) * 1.4426950408889634f;
+    c.scale = scale;
+    const int kwarp = c.kstart + 16 * warp;
+    const uint32_t mask = band_mask(span, kwarp, n, kwarp < 0 || kwarp + 16 + span >= n);
 
-    band_load<T>(ring[0], c, tile0 * DSWA_TILE - wl, 0);
-    dswa_cp_async_commit();
-    band_load<T>(ring[1], c, tile0 * DSWA_TILE - wl, 1);
-    dswa_cp_async_commit();
+    float acc[8][4];
+    if (v_sp == 0) band_tile<T, SPLIT, 1>(ring, c, acc, iq, mask, qscale, lambda);
+    else band_tile<T, SPLIT, 0>(ring, c, acc, iq, mask, qscale, lambda);
 
-    uint32_t qa[4][4], qlo[4][4]; /* qlo, plo: the low parts of DSWA_MATH_FP32 only */
-    float s[BAND_NT][4], plo[BAND_NT][4], acc[8][4];
-    band_load_q<T, SPLIT>(qa, qlo, c, 0, tile0 * DSWA_TILE + 16 * warp + g);
-
-    for (int t = 0; t < (BAND_STRIP == 1 ? 1 : tcount); t++) { /* (STRIP 1: slots are constants) */
-        const int i0 = (tile0 + t) * DSWA_TILE, kstart = i0 - wl;
-        const int iq = i0 + 16 * warp + g; /* this thread's rows: iq and iq + 8 */
-        const bool more = t + 1 < tcount;
-#pragma unroll
-        for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-#pragma unroll
-        for (int ph = 0; ph < P::N; ph++) {
-            dswa_cp_async_wait<1>();
-            __syncthreads(); /* phase ph visible to all; everyone is done with phase ph - 1 */
-            const int slot = (t * P::N + ph + 2) % BAND_BUFS;
-            if (ph + 2 < P::N) band_load<T>(ring[slot], c, kstart, ph + 2);
-            else if (more) band_load<T>(ring[slot], c, kstart + DSWA_TILE, ph + 2 - P::N);
-            dswa_cp_async_commit();
-            const band_buf &buf = ring[(t * P::N + ph) % BAND_BUFS];
-            if (!P::is_v(ph)) {
-                if (P::half(ph) == 0)
-#pragma unroll
-                    for (int ln = 0; ln < BAND_NT; ln++) s[ln][0] = s[ln][1] = s[ln][2] = s[ln][3] = 0.f;
-                band_scores<T, SPLIT>(s, buf, qa, qlo, warp, ntw);
-                if (P::half(ph) == P::HALVES - 1)
-                    band_softmax<T, SPLIT>(s, plo, warp, ntw, span, kstart, n, qscale, P::pair(ph) ? -lambda : 1.f);
-                else
-                    band_load_q<T, SPLIT>(qa, qlo, c, ph + 1, iq); /* the next K phase's Q (L1) */
-            } else {
-                if (P::half(ph) == 0) /* the next pair's Q into L1: this tile's pair 1, or the next tile's pair 0 */
-                    band_prefetch_q<T>(c, 1 - P::pair(ph), P::pair(ph) ? iq - g + DSWA_TILE : iq - g);
-                band_pv<T, SPLIT>(acc, buf, s, plo, warp, ntw, P::half(ph));
-                if (P::half(ph) == P::HALVES - 1) {
-                    if (P::pair(ph) == 0) band_load_q<T, SPLIT>(qa, qlo, c, ph + 1, iq);
-                    else if (more) band_load_q<T, SPLIT>(qa, qlo, c, 0, iq + DSWA_TILE);
-                }
-            }
-        }
-        T *orow0 = out + (int64_t)b * o_sb + (int64_t)h * o_sh;
-        const bool finite = dswa_store_rows<T>(orow0, o_sn, iq, n, acc);
-        if (__any_sync(0xffffffffu, !finite))
-            dswa_exact_rows<T>(q, k, v, out, n, wl, wr, scale, lambda, b, h, i0 + 16 * warp, q_sb,
-                               q_sn, q_sp, q_sh, k_sb, k_sn, k_sp, k_sh, v_sb, v_sn, v_sp, v_sh,
-                               o_sb, o_sn, o_sh);
-    }
+    T *orow0 = out + (int64_t)b * o_sb + (int64_t)h * o_sh;
+    const bool finite = dswa_store_rows<T>(orow0, o_sn, iq, n, acc);
+    if (__any_sync(0xffffffffu, !finite))
+        dswa_exact_rows<T>(q, k, v, out, n, wl, wr, scale, lambda, b, h, i0 + 16 * warp, q_sb,
+                           q_sn, q_sp, q_sh, k_sb, k_sn, k_sp, k_sh, v_sb, v_sn, v_sp, v_sh,
+                           o_sb, o_sn, o_sh);
 }
 
 template <typename T>

@@ -158,6 +158,10 @@ static void test_small(void) {
         {3, 130, 2, 5, 20, -1.5f, 0.125f, "bhpnd", 8}, {1, 200, 1, 0, 0, 1.f, 0.125f, "bnphd", 16},
         {1, 70, 2, 64, 0, 1.f, 0.3f, "nbphd", 0},     {2, 300, 2, 100, 90, 0.5f, 0.125f, "bnphd", 0},
         {1, 16, 1, 40, 40, 1.f, 0.125f, "bnphd", 0},
+        /* band kernel: interior blocks with its widest spans (48: 8 key tiles a warp; 41; 40:
+           7 tiles), and scale <= 0 there (Q negated / zeroed) */
+        {2, 500, 2, 24, 24, 0.7f, 0.125f, "bnphd", 0}, {1, 400, 2, 40, 1, 1.f, -0.2f, "bhpnd", 0},
+        {1, 333, 3, 3, 37, -0.5f, 0.f, "bnphd", 8},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         for (int t = 0; t < 3; t++)
