@@ -44,6 +44,9 @@
 #define BAND_BUFS 3
 #define BAND_LOADS (BAND_ROWS * 8 / DSWA_THREADS)  /* 16-byte copies per thread per phase: 7 */
 #define BAND_STRIP 1 /* 64-query tiles per block (the AOT grid formula reads it) */
+#ifndef BAND_EARLY_Q
+#define BAND_EARLY_Q 0 /* 1: load the next K phase's Q right after this phase's scores */
+#endif
 #ifndef BAND_16_MIN_BLOCKS
 #define BAND_16_MIN_BLOCKS 4 /* blocks per SM the f16 and bf16 entries are register-limited to */
 #endif
@@ -64,6 +67,9 @@ template <typename T, int SHARED> struct band_phases {
     static __device__ constexpr int is_v(int ph) { return SHARED ? step(ph) == 2 : step(ph) & 1; }
     static __device__ constexpr int pair(int ph) { return SHARED ? step(ph) == 1 : step(ph) >> 1; }
     static __device__ constexpr int half(int ph) { return ph % HALVES; }
+    static __device__ constexpr int next_k(int ph) { /* the K phase after ph (N: none) */
+        return ph + 1 >= N ? N : !is_v(ph + 1) ? ph + 1 : next_k(ph + 1);
+    }
 };
 
 typedef uint4 band_buf[BAND_ROWS][8]; /* 16-byte chunks, swizzled per row */
@@ -89,7 +95,6 @@ template <typename T> struct band_ctx {
     int q_sn, q_sp, k_sn, k_sp, v_sn, v_sp;
     bool interior;  /* rows kstart .. kstart + BAND_ROWS - 1 all inside the sequence */
     bool t7;        /* the band needs its 8th key tile (span > 40) */
-    float scale;    /* <= 0: Q is negated or zeroed so that the softmax scale is positive */
 };
 
 /* Copies phase ph's rows [kstart, kstart + nkeys) into buf; rows outside it or outside the
@@ -123,7 +128,7 @@ __device__ __forceinline__ void band_load(band_buf &buf, const band_ctx<T> &c, i
 /* Q fragments of pair p (f32: half hf of the head dimension) for this thread's rows i and
    i+8: f32 holds full-row chunks 4k + c for k = 2*hf, 2*hf+1 (rounded to TF32); 16-bit holds
    chunks c and 4 + c raw. The scale is applied to the fp32 scores: folding it into Q would
-   round Q a second time; only its sign is (qfix). */
+   round Q a second time. */
 template <typename T, int SPLIT>
 __device__ __forceinline__ void band_load_q(uint32_t qa[4][4], uint32_t qlo[4][4],
                                             const band_ctx<T> &c, int p, int hf, int i) {
@@ -140,14 +145,6 @@ __device__ __forceinline__ void band_load_q(uint32_t qa[4][4], uint32_t qlo[4][4
             if (ii < c.n) u = __ldg((const uint4 *)(row + chunk * (16 / (int)sizeof(T))));
             w[rr][4 * x + 0] = u.x; w[rr][4 * x + 1] = u.y; w[rr][4 * x + 2] = u.z; w[rr][4 * x + 3] = u.w;
         }
-    }
-    if (!(c.scale > 0.f)) { /* uniform: recomputed here rather than held in registers */
-        const uint32_t qand = c.scale == 0.f ? 0u : ~0u;
-        const uint32_t qxor = c.scale < 0.f ? (sizeof(T) == 4 ? 0x80000000u : 0x80008000u) : 0u;
-#pragma unroll
-        for (int rr = 0; rr < 2; rr++)
-#pragma unroll
-            for (int x = 0; x < 8; x++) w[rr][x] = (w[rr][x] & qand) ^ qxor;
     }
     /* k-step st takes words 2st (columns c) and 2st+1 (columns c+4 / c+8) of both rows; laid
        out here once in mma A order so the mma loop needs no register moves. f32 rounds to TF32. */
@@ -230,10 +227,10 @@ __device__ __forceinline__ void band_scores(float s[BAND_NT][4], const band_buf 
     }
 }
 
-/* Exact softmax of one pair over the warp's band: mask (precomputed bits), row max, then
-   p = 2^(s qscale - max qscale) in one FFMA (qscale > 0, see qfix), row sum, and
-   P = p f / l (+ add: shared V's P0 when this is pair 1) with f = 1 or -lambda. P stays in
-   natural fragment order; band_p_to_a makes the mma operand. */
+/* Exact softmax of one pair over the warp's band: scale, mask (precomputed bits), row max,
+   p = 2^(x - max) (exactly 1 at the maximum: a one-key window gives weight 1, not 1 + ulp),
+   row sum, and P = p f / l (+ add: shared V's P0 when this is pair 1) with f = 1 or -lambda.
+   P stays in natural fragment order; band_p_to_a makes the mma operand. */
 template <int ADD>
 __device__ __forceinline__ void band_softmax(float s[BAND_NT][4], const float add[BAND_NT][4],
                                              uint32_t mask, bool t7, float qscale, float f) {
@@ -243,23 +240,22 @@ __device__ __forceinline__ void band_softmax(float s[BAND_NT][4], const float ad
         if (ln == BAND_NT - 1 && !t7) continue;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            s[ln][e] = (mask >> (8 * e + ln)) & 1u ? s[ln][e] : -INFINITY;
+            s[ln][e] = (mask >> (8 * e + ln)) & 1u ? s[ln][e] * qscale : -INFINITY;
             mx[e >> 1] = fmaxf(mx[e >> 1], s[ln][e]);
         }
     }
-    float ms[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        ms[r] = mx[r] == -INFINITY ? 0.f : -mx[r] * qscale; /* a row past N: every key masked */
+        if (mx[r] == -INFINITY) mx[r] = 0.f; /* a row past N: every key masked */
     }
 #pragma unroll
     for (int ln = 0; ln < BAND_NT; ln++) {
         if (ln == BAND_NT - 1 && !t7) continue;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            s[ln][e] = dswa_exp2(fmaf(s[ln][e], qscale, ms[e >> 1]));
+            s[ln][e] = dswa_exp2(s[ln][e] - mx[e >> 1]);
             l[e >> 1] += s[ln][e];
         }
     }
@@ -384,6 +380,8 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
 #pragma unroll
                 for (int ln = 0; ln < BAND_NT; ln++) s[ln][0] = s[ln][1] = s[ln][2] = s[ln][3] = 0.f;
             band_scores<T, SPLIT>(s, buf, qa, qlo, warp, c.t7);
+            if (BAND_EARLY_Q && P::next_k(ph) < P::N) /* qa is free: the next K phase's Q now */
+                band_load_q<T, SPLIT>(qa, qlo, c, P::pair(P::next_k(ph)), P::half(P::next_k(ph)), iq);
             if (P::half(ph) == P::HALVES - 1) {
                 if (SHARED && P::pair(ph) == 0) {
                     band_softmax<0>(s, s, mask, c.t7, qscale, 1.f);
@@ -403,7 +401,7 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
                 for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
             band_pv<T, SPLIT>(acc, buf, s, plo, warp, c.t7, P::half(ph));
         }
-        if (ph + 1 < P::N && !P::is_v(ph + 1)) /* the next K phase's Q (from L1) */
+        if (!BAND_EARLY_Q && ph + 1 < P::N && !P::is_v(ph + 1)) /* the next K phase's Q (L1) */
             band_load_q<T, SPLIT>(qa, qlo, c, P::pair(ph + 1), P::half(ph + 1), iq);
     }
 }
@@ -425,9 +423,7 @@ __device__ __forceinline__ void dswa_fwd_band_impl(DSWA_KERNEL_PARAMS(T)) {
     c.interior = c.kstart >= 0 && c.kstart <= n - BAND_ROWS;
     c.t7 = span > 8 * (BAND_NT - 1) - 16;
     const float scale = __int_as_float(scale_bits), lambda = __int_as_float(lambda_bits);
-    /* exp(x) = exp2(x log2 e); a negative scale negates Q, a zero one zeroes it (scores 0) */
-    const float qscale = (scale == 0.f ? 1.f : fabsf(scale)) * 1.4426950408889634f;
-    c.scale = scale;
+    const float qscale = scale * 1.4426950408889634f; /* exp(x) = exp2(x log2 e) */
     const int kwarp = c.kstart + 16 * warp;
     const uint32_t mask = band_mask(span, kwarp, n, kwarp < 0 || kwarp + 16 + span >= n);
 
