@@ -44,9 +44,23 @@
 #define BAND_BUFS 3
 #define BAND_LOADS (BAND_ROWS * 8 / DSWA_THREADS)  /* 16-byte copies per thread per phase: 7 */
 #define BAND_STRIP 1 /* 64-query tiles per block (the AOT grid formula reads it) */
-#ifndef BAND_EARLY_Q
-#define BAND_EARLY_Q 0 /* 1: load the next K phase's Q right after this phase's scores */
+/* Measured per dtype (docs/PERF.md, v4): FFMA = p = 2^(s qscale - max qscale) in one FFMA
+   (Q carries the scale's sign) instead of scaling every score first; EARLY_Q = load the next K
+   phase's Q right after this phase's scores instead of at the end of the phase. */
+#ifndef BAND_FFMA_16
+#define BAND_FFMA_16 1
 #endif
+#ifndef BAND_FFMA_32
+#define BAND_FFMA_32 0
+#endif
+#ifndef BAND_EARLY_Q_16
+#define BAND_EARLY_Q_16 0
+#endif
+#ifndef BAND_EARLY_Q_32
+#define BAND_EARLY_Q_32 1
+#endif
+#define BAND_FFMA(T) (sizeof(T) == 4 ? BAND_FFMA_32 : BAND_FFMA_16)
+#define BAND_EARLY_Q(T) (sizeof(T) == 4 ? BAND_EARLY_Q_32 : BAND_EARLY_Q_16)
 #ifndef BAND_16_MIN_BLOCKS
 #define BAND_16_MIN_BLOCKS 4 /* blocks per SM the f16 and bf16 entries are register-limited to */
 #endif
@@ -95,6 +109,7 @@ template <typename T> struct band_ctx {
     int q_sn, q_sp, k_sn, k_sp, v_sn, v_sp;
     bool interior;  /* rows kstart .. kstart + BAND_ROWS - 1 all inside the sequence */
     bool t7;        /* the band needs its 8th key tile (span > 40) */
+    float scale;
 };
 
 /* Copies phase ph's rows [kstart, kstart + nkeys) into buf; rows outside it or outside the
@@ -145,6 +160,14 @@ __device__ __forceinline__ void band_load_q(uint32_t qa[4][4], uint32_t qlo[4][4
             if (ii < c.n) u = __ldg((const uint4 *)(row + chunk * (16 / (int)sizeof(T))));
             w[rr][4 * x + 0] = u.x; w[rr][4 * x + 1] = u.y; w[rr][4 * x + 2] = u.z; w[rr][4 * x + 3] = u.w;
         }
+    }
+    if (BAND_FFMA(T) && !(c.scale > 0.f)) { /* negate or zero Q: the FFMA needs qscale > 0 */
+        const uint32_t qand = c.scale == 0.f ? 0u : ~0u;
+        const uint32_t qxor = c.scale < 0.f ? (sizeof(T) == 4 ? 0x80000000u : 0x80008000u) : 0u;
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++)
+#pragma unroll
+            for (int x = 0; x < 8; x++) w[rr][x] = (w[rr][x] & qand) ^ qxor;
     }
     /* k-step st takes words 2st (columns c) and 2st+1 (columns c+4 / c+8) of both rows; laid
        out here once in mma A order so the mma loop needs no register moves. f32 rounds to TF32. */
@@ -231,7 +254,7 @@ __device__ __forceinline__ void band_scores(float s[BAND_NT][4], const band_buf 
    p = 2^(x - max) (exactly 1 at the maximum: a one-key window gives weight 1, not 1 + ulp),
    row sum, and P = p f / l (+ add: shared V's P0 when this is pair 1) with f = 1 or -lambda.
    P stays in natural fragment order; band_p_to_a makes the mma operand. */
-template <int ADD>
+template <int FFMA, int ADD>
 __device__ __forceinline__ void band_softmax(float s[BAND_NT][4], const float add[BAND_NT][4],
                                              uint32_t mask, bool t7, float qscale, float f) {
     float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
@@ -240,7 +263,7 @@ __device__ __forceinline__ void band_softmax(float s[BAND_NT][4], const float ad
         if (ln == BAND_NT - 1 && !t7) continue;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            s[ln][e] = (mask >> (8 * e + ln)) & 1u ? s[ln][e] * qscale : -INFINITY;
+            s[ln][e] = (mask >> (8 * e + ln)) & 1u ? (FFMA ? s[ln][e] : s[ln][e] * qscale) : -INFINITY;
             mx[e >> 1] = fmaxf(mx[e >> 1], s[ln][e]);
         }
     }
@@ -249,13 +272,14 @@ __device__ __forceinline__ void band_softmax(float s[BAND_NT][4], const float ad
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
         if (mx[r] == -INFINITY) mx[r] = 0.f; /* a row past N: every key masked */
+        if (FFMA) mx[r] *= qscale;
     }
 #pragma unroll
     for (int ln = 0; ln < BAND_NT; ln++) {
         if (ln == BAND_NT - 1 && !t7) continue;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            s[ln][e] = dswa_exp2(s[ln][e] - mx[e >> 1]);
+            s[ln][e] = dswa_exp2(FFMA ? fmaf(s[ln][e], qscale, -mx[e >> 1]) : s[ln][e] - mx[e >> 1]);
             l[e >> 1] += s[ln][e];
         }
     }
@@ -263,7 +287,9 @@ __device__ __forceinline__ void band_softmax(float s[BAND_NT][4], const float ad
     for (int r = 0; r < 2; r++) {
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-        l[r] = __fdividef(f, l[r]); /* l >= 1: the approximate divide is exact enough */
+        /* l >= 1. FFMA: the maximum's weight is 2^(rounding error), not exactly 1; a correctly
+           rounded 1/l still makes a one-key window's weight exactly f */
+        l[r] = FFMA ? f * __frcp_rn(l[r]) : __fdividef(f, l[r]);
     }
 #pragma unroll
     for (int ln = 0; ln < BAND_NT; ln++) {
@@ -380,18 +406,18 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
 #pragma unroll
                 for (int ln = 0; ln < BAND_NT; ln++) s[ln][0] = s[ln][1] = s[ln][2] = s[ln][3] = 0.f;
             band_scores<T, SPLIT>(s, buf, qa, qlo, warp, c.t7);
-            if (BAND_EARLY_Q && P::next_k(ph) < P::N) /* qa is free: the next K phase's Q now */
+            if (BAND_EARLY_Q(T) && P::next_k(ph) < P::N) /* qa is free: the next K phase's Q now */
                 band_load_q<T, SPLIT>(qa, qlo, c, P::pair(P::next_k(ph)), P::half(P::next_k(ph)), iq);
             if (P::half(ph) == P::HALVES - 1) {
                 if (SHARED && P::pair(ph) == 0) {
-                    band_softmax<0>(s, s, mask, c.t7, qscale, 1.f);
+                    band_softmax<BAND_FFMA(T), 0>(s, s, mask, c.t7, qscale, 1.f);
 #pragma unroll
                     for (int ln = 0; ln < BAND_NT; ln++)
 #pragma unroll
                         for (int e = 0; e < 4; e++) p0[ln][e] = s[ln][e];
                 } else {
-                    if (SHARED) band_softmax<1>(s, p0, mask, c.t7, qscale, -lambda);
-                    else band_softmax<0>(s, s, mask, c.t7, qscale, P::pair(ph) ? -lambda : 1.f);
+                    if (SHARED) band_softmax<BAND_FFMA(T), 1>(s, p0, mask, c.t7, qscale, -lambda);
+                    else band_softmax<BAND_FFMA(T), 0>(s, s, mask, c.t7, qscale, P::pair(ph) ? -lambda : 1.f);
                     band_p_to_a<T, SPLIT>(s, plo);
                 }
             }
@@ -401,7 +427,7 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
                 for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
             band_pv<T, SPLIT>(acc, buf, s, plo, warp, c.t7, P::half(ph));
         }
-        if (!BAND_EARLY_Q && ph + 1 < P::N && !P::is_v(ph + 1)) /* the next K phase's Q (L1) */
+        if (!BAND_EARLY_Q(T) && ph + 1 < P::N && !P::is_v(ph + 1)) /* the next K phase's Q (L1) */
             band_load_q<T, SPLIT>(qa, qlo, c, P::pair(ph + 1), P::half(ph + 1), iq);
     }
 }
@@ -423,7 +449,9 @@ __device__ __forceinline__ void dswa_fwd_band_impl(DSWA_KERNEL_PARAMS(T)) {
     c.interior = c.kstart >= 0 && c.kstart <= n - BAND_ROWS;
     c.t7 = span > 8 * (BAND_NT - 1) - 16;
     const float scale = __int_as_float(scale_bits), lambda = __int_as_float(lambda_bits);
-    const float qscale = scale * 1.4426950408889634f; /* exp(x) = exp2(x log2 e) */
+    /* exp(x) = exp2(x log2 e); FFMA: |scale| (Q carries the sign, or is zeroed) */
+    const float qscale = (BAND_FFMA(T) ? (scale == 0.f ? 1.f : fabsf(scale)) : scale) * 1.4426950408889634f;
+    c.scale = scale;
     const int kwarp = c.kstart + 16 * warp;
     const uint32_t mask = band_mask(span, kwarp, n, kwarp < 0 || kwarp + 16 + span >= n);
 
