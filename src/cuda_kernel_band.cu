@@ -296,7 +296,9 @@ __device__ __forceinline__ void band_softmax(float s[BAND_NT][4], const float ad
         const bool live = ln < BAND_NT - 1 || t7;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            if constexpr (ADD) s[ln][e] = live ? fmaf(s[ln][e], l[e >> 1], add[ln][e]) : add[ln][e];
+            /* product rounded before the sum (no FMA): a one-key window then gives P0 = 1 and
+               P1 = -lambda exactly, and P' = 1 - 1 = 0 for lambda = 1, not the FMA's residual */
+            if constexpr (ADD) s[ln][e] = live ? __fadd_rn(__fmul_rn(s[ln][e], l[e >> 1]), add[ln][e]) : add[ln][e];
             else s[ln][e] = live ? s[ln][e] * l[e >> 1] : 0.f;
         }
     }
