@@ -59,9 +59,6 @@
 #ifndef BAND_EARLY_Q_32
 #define BAND_EARLY_Q_32 1
 #endif
-#ifndef BAND_L2_PREFETCH
-#define BAND_L2_PREFETCH 0 /* 1: pull the phase after next into L2 (three phases in flight from DRAM) */
-#endif
 #define BAND_FFMA(T) (sizeof(T) == 4 ? BAND_FFMA_32 : BAND_FFMA_16)
 #define BAND_EARLY_Q(T) (sizeof(T) == 4 ? BAND_EARLY_Q_32 : BAND_EARLY_Q_16)
 #ifndef BAND_16_MIN_BLOCKS
@@ -140,19 +137,6 @@ __device__ __forceinline__ void band_load(band_buf &buf, const band_ctx<T> &c, i
             const int jc = min(max(j, 0), c.n - 1); /* a valid address even when nothing is read */
             dswa_cp_async16(&buf[r][u ^ sw], base + (int64_t)jc * sn + e, ok);
         }
-    }
-}
-
-/* Pulls phase ph's rows into L2 (one prefetch per 128-byte row), so that its cp.async, issued
-   one phase later, finds them there. */
-template <typename T, int SHARED>
-__device__ __forceinline__ void band_prefetch_l2(const band_ctx<T> &c, int ph) {
-    typedef band_phases<T, SHARED> P;
-    const int r = threadIdx.x, j = c.kstart + r; /* nkeys <= 112 < 128 threads */
-    if (r < c.nkeys && (unsigned)j < (unsigned)c.n) {
-        const T *base = P::is_v(ph) ? c.v + (int64_t)P::pair(ph) * c.v_sp : c.k + (int64_t)P::pair(ph) * c.k_sp;
-        const int sn = P::is_v(ph) ? c.v_sn : c.k_sn;
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(base + (int64_t)j * sn + P::half(ph) * 32));
     }
 }
 
@@ -407,7 +391,6 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
     dswa_cp_async_commit();
     band_load<T, SHARED>(ring[1], c, 1);
     dswa_cp_async_commit();
-    if (BAND_L2_PREFETCH) band_prefetch_l2<T, SHARED>(c, 2);
 
     uint32_t qa[4][4], qlo[4][4]; /* qlo, plo: the low parts of DSWA_MATH_FP32 only */
     float s[BAND_NT][4], plo[BAND_NT][4], p0[BAND_NT][4] /* shared V: pair 0's P */;
@@ -418,7 +401,6 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
         __syncthreads(); /* phase ph visible to all; everyone is done with phase ph - 1 */
         if (ph + 2 < P::N) band_load<T, SHARED>(ring[(ph + 2) % BAND_BUFS], c, ph + 2);
         dswa_cp_async_commit();
-        if (BAND_L2_PREFETCH && ph + 3 < P::N) band_prefetch_l2<T, SHARED>(c, ph + 3);
         const band_buf &buf = ring[ph % BAND_BUFS];
         if (ph == (P::FIRST_K1 >= 2 ? P::FIRST_K1 - 2 : 0)) band_prefetch_q<T>(c, 1, iq - g);
         if (!P::is_v(ph)) {
