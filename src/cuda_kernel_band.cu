@@ -7,32 +7,34 @@
  * over each query's window, for both heads of the pair, in registers.
  *
  * Why it is shaped so. The op moves bytes and does little arithmetic, so everything serves the
- * memory pipe:
+ * memory pipe, and the instructions between two loads are what hides their latency:
  *  - The block's whole key band (64 + WL + WR <= 112 rows) fits one shared-memory buffer of
  *    128-byte rows. So a pair's scores are complete before its softmax: the softmax is exact
  *    (no online rescaling), P is normalised before P.V, and pair 1's P is pre-multiplied by
  *    -lambda/l_1, so one fp32 accumulator holds a_0 - lambda a_1 and no second one exists.
- *  - The block streams its K and V in phases of 128-byte rows (f32: K0 lo/hi half of the head
- *    dimension, V0 lo/hi, K1 lo/hi, V1 lo/hi; 16-bit: K0, V0, K1, V1) through a ring of three
- *    14 KB buffers (cp.async.cg, 16 bytes, L2 only): two phases are in flight while one is
- *    computed. Each K/V row is read from global memory once per block and used by its 4 warps;
- *    neighbouring blocks' 34 halo rows come from L2.
+ *  - The block streams K and V in phases of 128-byte rows through a ring of three 14 KB buffers
+ *    (cp.async.cg, 16 bytes, L2 only): two phases are in flight while one is computed. V with
+ *    2H heads: K0 V0 K1 V1. Shared V (v.pair == 0): K0 K1 V with P' = P0/l0 - lambda P1/l1
+ *    formed in fp32 and one P.V, so V is read once. f32 splits each into two head-dim halves.
+ *    Each row is read from global memory once per block; the 34 halo rows come from L2.
  *  - Few registers (S 32, accumulator 32, Q 16) let 4 blocks share an SM: 16 warps and 8 phases
  *    (~100 KB) in flight per SM, and 172 KB of static shared memory.
+ *  - Per score, 2 instructions of masking: which band scores lie inside the window (and the
+ *    sequence) is a bit mask computed once per block. Key tiles 0-6 are unconditional, the 8th
+ *    exists only for WL + WR > 40. Interior blocks step one cp.async pointer by 16 rows.
+ *  - Per-dtype tuning (BAND_FFMA_*, BAND_EARLY_Q_*; numbers in docs/PERF.md): 16-bit computes
+ *    p = 2^(s qscale - max qscale) in one FFMA (Q carries the scale's sign); f32 scales each
+ *    score first and loads the next K phase's Q right after the scores.
  *  - Fragment layouts, the head-dimension permutation that turns every Q/K/V access into a
  *    16-byte load, and the bank-conflict-free swizzles are those of cuda_mma.cuh.
- *  - The next K phase's Q is pulled into L1 one phase ahead (prefetch.global.L1), so the
- *    register loads between two phases do not expose a DRAM latency.
+ *  - Pair 1's Q is pulled into L1 ahead of use (prefetch.global.L1).
  *  - Masked scores are replaced by -inf; a non-finite result sends the warp to the exact
  *    scalar path of cuda_common.cuh (a NaN in V must not leak through 0 * NaN in the mma).
  *  - DSWA_MATH_FP32 (entry dswa_fwd_f32_fp32) is the same kernel with every f32 product done
  *    as three TF32 products (see split_hi); it needs more registers, so 3 blocks per SM.
- *  - BAND_STRIP > 1 (a block walking several tiles, the ring running on across them) and the
- *    per-entry register caps are measured tuning knobs; docs/PERF.md has the numbers that
- *    chose the defaults.
  *
  * Arguments follow TensorRT's AOT order (inputs, int32 scalars, output); grid
- * (ceil(ceil(N/64) / BAND_STRIP), H, B), 128 threads, no dynamic shared memory.
+ * (ceil(N/64), H, B), 128 threads, no dynamic shared memory.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
