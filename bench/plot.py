@@ -38,6 +38,7 @@ def plot(result, path):
         ax.minorticks_off()
         ax.set_ylim(0, top)
         ax.axhline(100, color="grey", lw=0.8, ls=":")
+        ax.axhline(90, color="tab:red", lw=0.8, ls="--")  # the target
         ax.grid(alpha=0.3)
         ax.set_title(dtype)
         ax.set_xlabel("L (N = 17 L)")
