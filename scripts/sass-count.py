@@ -6,10 +6,10 @@ block), so the static count of an entry is close to what each warp issues per ti
 import re, sys, collections
 
 CLASSES = [
-    ("mma", r"^(HMMA|IMMA|DMMA)"), ("ldsm", r"^LDSM"), ("lds", r"^LDS"), ("ldg", r"^LDG"),
-    ("ldgsts", r"^LDGSTS"), ("stg", r"^STG"), ("mufu", r"^MUFU"), ("fp32", r"^(FADD|FMUL|FFMA|FMNMX|FSEL|FSETP|FCHK)"),
+    ("mma", r"^(HMMA|IMMA|DMMA)"), ("ldsm", r"^LDSM"), ("lds", r"^LDS"), ("ldgsts", r"^LDGSTS$"),
+    ("ldg", r"^LDG$"), ("stg", r"^STG$"), ("mufu", r"^MUFU"), ("fp32", r"^(FADD|FMUL|FFMA|FMNMX|FSEL|FSETP|FCHK)"),
     ("cvt", r"^(F2F|F2FP|I2F|F2I|FRND)"), ("int", r"^(IMAD|IADD|LEA|ISETP|IMNMX|SHF|LOP|SEL|IABS|VIADD|VIMNMX|ULEA|UIADD|UIMAD|UMOV|USHF|ULOP|UISETP|USEL|S2UR|R2UR)"),
-    ("mov", r"^(MOV|SHFL|PRMT|P2R|R2P|PLOP3|CS2R|S2R)"), ("ctrl", r"^(BRA|BAR|BSYNC|BSSY|EXIT|CALL|RET|WARPSYNC|VOTE|DEPBAR|NOP|YIELD|CCTL|ERRBAR|MEMBAR)"),
+    ("mov", r"^(MOV|SHFL|PRMT|P2R|R2P|PLOP3|CS2R|S2R)"), ("ctrl", r"^(BRA|BAR|BSYNC|BSSY|EXIT|CALL|RET|WARPSYNC|VOTE|DEPBAR|LDGDEPBAR|NOP|YIELD|CCTL|ERRBAR|MEMBAR)$"),
 ]
 
 def parse(path):
