@@ -100,6 +100,14 @@ int gpu_timer_create(void);
 void gpu_timer_destroy(void);
 int gpu_timer_start(void);
 double gpu_timer_stop(void);
+/* A CUDA graph of [start event, one call on *stream, stop event]: gpu_graph_begin starts the
+   capture and returns the stream to call on, gpu_graph_end(ok) ends it (and instantiates it
+   when ok), gpu_graph_replay runs it once and returns its elapsed milliseconds (negative on
+   failure). */
+int gpu_graph_begin(void **stream);
+int gpu_graph_end(int ok);
+double gpu_graph_replay(void);
+void gpu_graph_destroy(void);
 /* Device-to-device copy bandwidth in GB/s (bytes read + written), median of `repeats`
    copies of `bytes`; negative on failure. */
 double gpu_copy_bandwidth(size_t bytes, int repeats);
