@@ -63,6 +63,12 @@
 #endif
 #define BAND_FFMA(T) (sizeof(T) == 4 ? BAND_FFMA_32 : BAND_FFMA_16)
 #define BAND_EARLY_Q(T) (sizeof(T) == 4 ? BAND_EARLY_Q_32 : BAND_EARLY_Q_16)
+#ifndef BAND_QPF_L2
+#define BAND_QPF_L2 0 /* 1: pull pair 1's Q into L2 at the start of the tile instead of L1 */
+#endif
+#ifndef BAND_ALL_UPFRONT
+#define BAND_ALL_UPFRONT 0 /* 1: when the phases fit the ring (16-bit shared V), issue all at once */
+#endif
 #ifndef BAND_16_MIN_BLOCKS
 #define BAND_16_MIN_BLOCKS 4 /* blocks per SM the f16 and bf16 entries are register-limited to */
 #endif
@@ -196,7 +202,10 @@ __device__ __forceinline__ void band_prefetch_q(const band_ctx<T> &c, int p, int
     if (lane < lines) {
         const int r = lane / (lines / 16), i = i16 + r;
         const T *a = c.q + (int64_t)p * c.q_sp + (int64_t)i * c.q_sn + (lane % (lines / 16)) * (128 / (int)sizeof(T));
-        if (i < c.n) asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
+        if (i < c.n) {
+            if (BAND_QPF_L2) asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+            else asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
+        }
     }
 }
 
@@ -389,22 +398,26 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
                                           float lambda) {
     typedef band_phases<T, SHARED> P;
     const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
-    band_load<T, SHARED>(ring[0], c, 0);
-    dswa_cp_async_commit();
-    band_load<T, SHARED>(ring[1], c, 1);
-    dswa_cp_async_commit();
+    /* UP: phases issued ahead (2; 3 when every phase has its own buffer) */
+    constexpr int UP = BAND_ALL_UPFRONT && P::N <= BAND_BUFS ? P::N : 2;
+#pragma unroll
+    for (int ph = 0; ph < UP; ph++) {
+        band_load<T, SHARED>(ring[ph], c, ph);
+        dswa_cp_async_commit();
+    }
+    if (BAND_QPF_L2) band_prefetch_q<T>(c, 1, iq - g);
 
     uint32_t qa[4][4], qlo[4][4]; /* qlo, plo: the low parts of DSWA_MATH_FP32 only */
     float s[BAND_NT][4], plo[BAND_NT][4], p0[BAND_NT][4] /* shared V: pair 0's P */;
     band_load_q<T, SPLIT>(qa, qlo, c, 0, 0, iq);
 #pragma unroll
     for (int ph = 0; ph < P::N; ph++) {
-        dswa_cp_async_wait<1>();
+        dswa_cp_async_wait<UP - 1>();
         __syncthreads(); /* phase ph visible to all; everyone is done with phase ph - 1 */
-        if (ph + 2 < P::N) band_load<T, SHARED>(ring[(ph + 2) % BAND_BUFS], c, ph + 2);
+        if (UP == 2 && ph + 2 < P::N) band_load<T, SHARED>(ring[(ph + 2) % BAND_BUFS], c, ph + 2);
         dswa_cp_async_commit();
         const band_buf &buf = ring[ph % BAND_BUFS];
-        if (ph == (P::FIRST_K1 >= 2 ? P::FIRST_K1 - 2 : 0)) band_prefetch_q<T>(c, 1, iq - g);
+        if (!BAND_QPF_L2 && ph == (P::FIRST_K1 >= 2 ? P::FIRST_K1 - 2 : 0)) band_prefetch_q<T>(c, 1, iq - g);
         if (!P::is_v(ph)) {
             if (P::half(ph) == 0)
 #pragma unroll
