@@ -162,6 +162,10 @@ static void test_small(void) {
            7 tiles), and scale <= 0 there (Q negated / zeroed) */
         {2, 500, 2, 24, 24, 0.7f, 0.125f, "bnphd", 0}, {1, 400, 2, 40, 1, 1.f, -0.2f, "bhpnd", 0},
         {1, 333, 3, 3, 37, -0.5f, 0.f, "bnphd", 8},
+        /* many (batch, head) rows: the launcher gives each block a strip of tiles (the phase
+           stream runs on across them; on an H200 strips of 4 and of the whole sequence), whose
+           first and last strips hold the sequence ends */
+        {2, 520, 100, 17, 17, 1.f, 0.125f, "bnphd", 0}, {1, 300, 600, 24, 24, 0.6f, 0.125f, "bhpnd", 8},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         for (int t = 0; t < 3; t++)
@@ -328,15 +332,16 @@ static void test_two_streams(void) {
 /* A NaN in one V row reaches exactly the outputs whose window holds it (the kernel's exact
    fallback), and a NaN in one K row likewise. */
 static void test_nan(void) {
-    for (int which = 1; which <= 2; which++) {
-        dswa_problem p = dswa_problem_default(1, 200, 2, 64, 17);
-        p.dtype = DSWA_F32;
+    /* heads 400: one block walks the whole sequence, so the exact path runs mid-strip */
+    for (int which = 1; which <= 4; which++) {
+        dswa_problem p = dswa_problem_default(1, 200, which <= 2 ? 2 : 400, 64, 17);
+        p.dtype = which <= 2 ? DSWA_F32 : DSWA_BF16; /* bf16: the phase stream crosses tiles */
         gpu_case c = case_new(&p);
         const int64_t j = 101, h = 1, pair = 1;
-        void *host = which == 1 ? c.hk : c.hv;
-        const dswa_layout *l = which == 1 ? &p.k : &p.v;
+        void *host = which % 2 ? c.hk : c.hv;
+        const dswa_layout *l = which % 2 ? &p.k : &p.v;
         tu_store(host, ref64_in_offset(l, 0, j, pair, h, 5), p.dtype, NAN);
-        CU(cudaMemcpy(which == 1 ? c.dk : c.dv, host, (size_t)c.nk * 4, cudaMemcpyHostToDevice));
+        CU(cudaMemcpy(which % 2 ? c.dk : c.dv, host, (size_t)c.nk * tu_dtype_size(p.dtype), cudaMemcpyHostToDevice));
         CHECK(dswa_forward_cuda(&p, c.dq, c.dk, c.dv, dout(&c), NULL) == DSWA_OK, "%s", dswa_last_error());
         CU(cudaDeviceSynchronize());
         fetch_out(&c);
@@ -349,10 +354,13 @@ static void test_nan(void) {
                     any_nan |= isnan(tu_load(c.ho.out, ref64_out_offset(&p.out, 0, i, hh, d), p.dtype));
                 wrong += any_nan != in_window;
             }
-        CHECK(wrong == 0, "NaN in one %s row: %d output rows have the wrong NaN-ness", which == 1 ? "K" : "V", wrong);
+        CHECK(wrong == 0, "NaN in one %s row (H = %d): %d output rows have the wrong NaN-ness",
+              which % 2 ? "K" : "V", p.heads, wrong);
         const double e = err_rows(&c, 0, p.seq_len); /* finite rows must still be right */
-        CHECK(e <= tol_for(p.dtype), "NaN in %s: error of the finite rows %.3e", which == 1 ? "K" : "V", e);
-        printf("  NaN in one %s row: %d wrong rows, rel_err of the rest %.2e\n", which == 1 ? "K" : "V", wrong, e);
+        CHECK(e <= tol_for(p.dtype), "NaN in %s (H = %d): error of the finite rows %.3e",
+              which % 2 ? "K" : "V", p.heads, e);
+        printf("  NaN in one %s row, %s H = %d: %d wrong rows, rel_err of the rest %.2e\n",
+               which % 2 ? "K" : "V", dswa_dtype_name(p.dtype), p.heads, wrong, e);
         case_free(&c);
     }
 }
