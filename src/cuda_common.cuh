@@ -39,10 +39,6 @@ dswa_status dswa_launch_wide(dswa_dtype dtype, const dswa_kargs *a, int batch, i
 dswa_status dswa_launch_band(dswa_dtype dtype, dswa_math math, const dswa_kargs *a, int batch,
                              int heads, const void *q, const void *k, const void *v, void *out,
                              cudaStream_t stream);
-/* Grid x of the band kernel (tiles of one (batch, head) per block row): blocks that each walk
-   a strip of about equal length, the whole grid about `waves` times what the device holds at
-   once (0: one tile per block). Device properties are probed once per device and entry. */
-int dswa_band_grid_x(const void *kernel, int entry, int tiles, int64_t rows, int waves);
 #ifdef __cplusplus
 }
 #endif

@@ -61,13 +61,6 @@
 #ifndef BAND_EARLY_Q_32
 #define BAND_EARLY_Q_32 1
 #endif
-#ifndef BAND_STREAM_16
-#define BAND_STREAM_16 1
-#endif
-#ifndef BAND_STREAM_32
-#define BAND_STREAM_32 0
-#endif
-#define BAND_STREAM(T) (sizeof(T) == 4 ? BAND_STREAM_32 : BAND_STREAM_16)
 #define BAND_FFMA(T) (sizeof(T) == 4 ? BAND_FFMA_32 : BAND_FFMA_16)
 #define BAND_EARLY_Q(T) (sizeof(T) == 4 ? BAND_EARLY_Q_32 : BAND_EARLY_Q_16)
 #ifndef BAND_16_MIN_BLOCKS
@@ -110,11 +103,6 @@ __device__ __forceinline__ uint32_t split_lo(uint32_t x) {
 __device__ __forceinline__ int dswa_opaque(int x) {
     asm volatile("mov.b32 %0, %0;" : "+r"(x));
     return x;
-}
-
-template <typename T> __device__ __forceinline__ const T *dswa_opaque_ptr(const T *p) {
-    asm volatile("mov.b64 %0, %0;" : "+l"(p));
-    return p;
 }
 
 template <typename T> struct band_ctx {
@@ -200,18 +188,15 @@ __device__ __forceinline__ void band_load_q(uint32_t qa[4][4], uint32_t qlo[4][4
     }
 }
 
-/* Pulls pair p's Q rows of this warp (16 rows from i16) into L1 (L2: only into L2) ahead of
-   use, so the register loads in band_load_q do not expose a DRAM latency between two phases. */
-template <typename T, int L2 = 0>
+/* Pulls pair p's Q rows of this warp (16 rows from i16) into L1 ahead of use, so the register
+   loads in band_load_q hit L1 instead of exposing a DRAM latency between two phases. */
+template <typename T>
 __device__ __forceinline__ void band_prefetch_q(const band_ctx<T> &c, int p, int i16) {
     const int lane = threadIdx.x & 31, lines = 16 * 64 * (int)sizeof(T) / 128; /* 32 or 16 */
     if (lane < lines) {
         const int r = lane / (lines / 16), i = i16 + r;
         const T *a = c.q + (int64_t)p * c.q_sp + (int64_t)i * c.q_sn + (lane % (lines / 16)) * (128 / (int)sizeof(T));
-        if (i < c.n) {
-            if (L2) asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-            else asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
-        }
+        if (i < c.n) asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
     }
 }
 
@@ -397,42 +382,29 @@ __device__ __forceinline__ void band_pv(float acc[8][4], const band_buf &buf,
 }
 
 /* The phase loop of one 64-query tile: K/V phases through the ring, scores, softmax, P.V into
-   acc (a_0 - lambda a_1 when it returns). iq: this thread's rows iq and iq + 8. The phase
-   stream runs on across the tiles of a strip: this tile's phases 0 and 1 are already in flight
-   (ring slots slot0, slot0 + 1) and qa holds its first Q; when `next` the last two phases issue
-   the next tile's phases 0 and 1 and the last one loads its first Q. */
+   acc (a_0 - lambda a_1 when it returns). iq: this thread's rows iq and iq + 8. */
 template <typename T, int SPLIT, int SHARED>
 __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const band_ctx<T> &c,
-                                          float acc[8][4], uint32_t qa[4][4], uint32_t qlo[4][4],
-                                          int iq, uint32_t mask, float qscale, float lambda,
-                                          int slot0, bool next) {
+                                          float acc[8][4], int iq, uint32_t mask, float qscale,
+                                          float lambda) {
     typedef band_phases<T, SHARED> P;
     const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
-    band_ctx<T> cn = c; /* the next tile */
-    cn.kstart = c.kstart + DSWA_TILE;
-    cn.interior = cn.kstart >= 0 && cn.kstart <= c.n - BAND_ROWS;
+    band_load<T, SHARED>(ring[0], c, 0);
+    dswa_cp_async_commit();
+    band_load<T, SHARED>(ring[1], c, 1);
+    dswa_cp_async_commit();
+
+    uint32_t qa[4][4], qlo[4][4]; /* qlo, plo: the low parts of DSWA_MATH_FP32 only */
     float s[BAND_NT][4], plo[BAND_NT][4], p0[BAND_NT][4] /* shared V: pair 0's P */;
-    if (!BAND_STREAM(T)) { /* each tile on its own: its first phases and Q now */
-        next = false;
-        band_load<T, SHARED>(ring[slot0], c, 0);
-        dswa_cp_async_commit();
-        band_load<T, SHARED>(ring[(slot0 + 1) % BAND_BUFS], c, 1);
-        dswa_cp_async_commit();
-        band_load_q<T, SPLIT>(qa, qlo, c, 0, 0, iq);
-    }
+    band_load_q<T, SPLIT>(qa, qlo, c, 0, 0, iq);
 #pragma unroll
     for (int ph = 0; ph < P::N; ph++) {
         dswa_cp_async_wait<1>();
         __syncthreads(); /* phase ph visible to all; everyone is done with phase ph - 1 */
-        const int fill = (slot0 + ph + 2) % BAND_BUFS;
-        if (ph + 2 < P::N) band_load<T, SHARED>(ring[fill], c, ph + 2);
-        else if (next) band_load<T, SHARED>(ring[fill], cn, ph + 2 - P::N);
+        if (ph + 2 < P::N) band_load<T, SHARED>(ring[(ph + 2) % BAND_BUFS], c, ph + 2);
         dswa_cp_async_commit();
-        const band_buf &buf = ring[(slot0 + ph) % BAND_BUFS];
-        if (ph == (P::FIRST_K1 >= 2 ? P::FIRST_K1 - 2 : 0)) {
-            band_prefetch_q<T>(c, 1, iq - g);
-            if (next) band_prefetch_q<T, 1>(cn, 0, iq - g + DSWA_TILE);
-        }
+        const band_buf &buf = ring[ph % BAND_BUFS];
+        if (ph == (P::FIRST_K1 >= 2 ? P::FIRST_K1 - 2 : 0)) band_prefetch_q<T>(c, 1, iq - g);
         if (!P::is_v(ph)) {
             if (P::half(ph) == 0)
 #pragma unroll
@@ -462,76 +434,41 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
         if (!BAND_EARLY_Q(T) && ph + 1 < P::N && !P::is_v(ph + 1)) /* the next K phase's Q (L1) */
             band_load_q<T, SPLIT>(qa, qlo, c, P::pair(ph + 1), P::half(ph + 1), iq);
     }
-    if (next) band_load_q<T, SPLIT>(qa, qlo, cn, 0, 0, iq + DSWA_TILE); /* L2: prefetched */
-}
-
-/* One block: the strip of 64-query tiles [t0, t1) of one (batch, head pair), t0 and t1 from
-   gridDim.x (any grid works: the launcher picks one that fills the GPU in about one wave, the
-   AOT export one tile per block). The phase stream runs on from tile to tile, so a block pays
-   the DRAM latency of its first phases once, not once per tile. */
-template <typename T, int SPLIT, int SHARED>
-__device__ __forceinline__ void band_strip(band_buf (&ring)[BAND_BUFS], band_ctx<T> &c, int t0,
-                                           int t1, int span, float qscale, float lambda,
-                                           T *orow0, DSWA_KERNEL_PARAMS(T)) {
-    typedef band_phases<T, SHARED> P;
-    const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
-    const int h = blockIdx.y, b = blockIdx.z;
-    const uint32_t mask_in = band_mask(span, 16 * warp, 1 << 30, false); /* away from the ends */
-    uint32_t qa[4][4], qlo[4][4]; /* qlo: the low parts of DSWA_MATH_FP32 only */
-    if (BAND_STREAM(T)) { /* the first tile's first phases and Q */
-        c.kstart = t0 * DSWA_TILE - wl;
-        c.interior = c.kstart >= 0 && c.kstart <= n - BAND_ROWS;
-        band_load<T, SHARED>(ring[0], c, 0);
-        dswa_cp_async_commit();
-        band_load<T, SHARED>(ring[1], c, 1);
-        dswa_cp_async_commit();
-        band_load_q<T, SPLIT>(qa, qlo, c, 0, 0, t0 * DSWA_TILE + 16 * warp + g);
-    }
-    int slot0 = 0;
-    for (int t = t0; t < t1; t++) {
-        const int i0 = t * DSWA_TILE, iq = i0 + 16 * warp + g; /* rows iq and iq + 8 */
-        /* opaque: addresses derived from these are computed in the tile, not hoisted out of the
-           loop and held in registers (spilled, in f32) across it */
-        c.q = dswa_opaque_ptr(c.q); c.k = dswa_opaque_ptr(c.k); c.v = dswa_opaque_ptr(c.v);
-        c.kstart = i0 - wl;
-        c.interior = c.kstart >= 0 && c.kstart <= n - BAND_ROWS;
-        const int kwarp = c.kstart + 16 * warp;
-        const bool edge = kwarp < 0 || kwarp + 16 + span >= n;
-        const uint32_t mask = edge ? band_mask(span, kwarp, n, true) : mask_in;
-        float acc[8][4];
-        band_tile<T, SPLIT, SHARED>(ring, c, acc, qa, qlo, iq, mask, qscale, lambda, slot0, t + 1 < t1);
-        slot0 = (slot0 + P::N) % BAND_BUFS;
-        const bool finite = dswa_store_rows<T>(orow0, o_sn, iq, n, acc);
-        if (__any_sync(0xffffffffu, !finite))
-            dswa_exact_rows<T>(q, k, v, out, n, wl, wr, __int_as_float(scale_bits), lambda, b, h,
-                               i0 + 16 * warp, q_sb, q_sn, q_sp, q_sh, k_sb, k_sn, k_sp, k_sh,
-                               v_sb, v_sn, v_sp, v_sh, o_sb, o_sn, o_sh);
-    }
 }
 
 template <typename T, int SPLIT>
 __device__ __forceinline__ void dswa_fwd_band_impl(DSWA_KERNEL_PARAMS(T)) {
     __shared__ __align__(128) band_buf ring[BAND_BUFS];
+    const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
     const int h = blockIdx.y, b = blockIdx.z, span = wl + wr;
-    const int tiles = (n + DSWA_TILE - 1) / DSWA_TILE;
-    const int t0 = (int)((int64_t)blockIdx.x * tiles / gridDim.x);
-    const int t1 = (int)((int64_t)(blockIdx.x + 1) * tiles / gridDim.x);
-    if (t0 >= t1) return; /* a grid wider than the tiles */
+    const int i0 = blockIdx.x * DSWA_TILE, iq = i0 + 16 * warp + g; /* rows iq and iq + 8 */
     band_ctx<T> c;
     c.q = q + (int64_t)b * q_sb + (int64_t)h * q_sh;
     c.k = k + (int64_t)b * k_sb + (int64_t)h * k_sh;
     c.v = v + (int64_t)b * v_sb + (int64_t)h * v_sh;
     c.n = n;
     c.nkeys = DSWA_TILE + span;
+    c.kstart = i0 - wl;
     c.q_sn = q_sn; c.q_sp = q_sp; c.k_sn = k_sn; c.k_sp = k_sp; c.v_sn = v_sn; c.v_sp = v_sp;
+    c.interior = c.kstart >= 0 && c.kstart <= n - BAND_ROWS;
     c.t7 = span > 8 * (BAND_NT - 1) - 16;
     const float scale = __int_as_float(scale_bits), lambda = __int_as_float(lambda_bits);
     /* exp(x) = exp2(x log2 e); FFMA: |scale| (Q carries the sign, or is zeroed) */
     const float qscale = (BAND_FFMA(T) ? (scale == 0.f ? 1.f : fabsf(scale)) : scale) * 1.4426950408889634f;
     c.scale = scale;
+    const int kwarp = c.kstart + 16 * warp;
+    const uint32_t mask = band_mask(span, kwarp, n, kwarp < 0 || kwarp + 16 + span >= n);
+
+    float acc[8][4];
+    if (v_sp == 0) band_tile<T, SPLIT, 1>(ring, c, acc, iq, mask, qscale, lambda);
+    else band_tile<T, SPLIT, 0>(ring, c, acc, iq, mask, qscale, lambda);
+
     T *orow0 = out + (int64_t)b * o_sb + (int64_t)h * o_sh;
-    if (v_sp == 0) band_strip<T, SPLIT, 1>(ring, c, t0, t1, span, qscale, lambda, orow0, DSWA_KERNEL_ARGS);
-    else band_strip<T, SPLIT, 0>(ring, c, t0, t1, span, qscale, lambda, orow0, DSWA_KERNEL_ARGS);
+    const bool finite = dswa_store_rows<T>(orow0, o_sn, iq, n, acc);
+    if (__any_sync(0xffffffffu, !finite))
+        dswa_exact_rows<T>(q, k, v, out, n, wl, wr, scale, lambda, b, h, i0 + 16 * warp, q_sb,
+                           q_sn, q_sp, q_sh, k_sb, k_sn, k_sp, k_sh, v_sb, v_sn, v_sp, v_sh,
+                           o_sb, o_sn, o_sh);
 }
 
 template <typename T>
@@ -550,29 +487,17 @@ DSWA_ENTRY(dswa_fwd_f32_fp32, float, dswa_fwd_band_fp32, BAND_FP32_MIN_BLOCKS)
 DSWA_ENTRY(dswa_fwd_f16, __half, dswa_fwd_band, BAND_16_MIN_BLOCKS)
 DSWA_ENTRY(dswa_fwd_bf16, __nv_bfloat16, dswa_fwd_band, BAND_16_MIN_BLOCKS)
 
-/* Launcher. The grid: about one wave of blocks, each walking an equal strip (BAND_WAVES; 0 =
-   one tile per block, the AOT export's grid). */
-#ifndef BAND_WAVES
-#define BAND_WAVES 1
-#endif
-static dswa_status band_launch(const void *kernel, int entry, const char *name, const dswa_kargs *a,
-                               int batch, int heads, const void *q, const void *k, const void *v,
-                               void *out, cudaStream_t stream) {
-    const int tiles = (a->n + DSWA_TILE - 1) / DSWA_TILE;
-    const int gx = dswa_band_grid_x(kernel, entry, tiles, (int64_t)batch * heads, BAND_WAVES);
-    return dswa_launch_entry(kernel, name, a, gx, batch, heads, q, k, v, out, stream);
-}
-
+/* Launcher. */
 extern "C" dswa_status dswa_launch_band(dswa_dtype dtype, dswa_math math, const dswa_kargs *a,
                                         int batch, int heads, const void *q, const void *k,
                                         const void *v, void *out, cudaStream_t stream) {
     switch (dtype) {
     case DSWA_F32:
         if (math == DSWA_MATH_FP32)
-            return band_launch((const void *)dswa_fwd_f32_fp32, 0, "dswa_fwd_f32_fp32", a, batch, heads, q, k, v, out, stream);
-        return band_launch((const void *)dswa_fwd_f32_tf32, 1, "dswa_fwd_f32_tf32", a, batch, heads, q, k, v, out, stream);
-    case DSWA_F16: return band_launch((const void *)dswa_fwd_f16, 2, "dswa_fwd_f16", a, batch, heads, q, k, v, out, stream);
-    case DSWA_BF16: return band_launch((const void *)dswa_fwd_bf16, 3, "dswa_fwd_bf16", a, batch, heads, q, k, v, out, stream);
+            return dswa_launch_entry((const void *)dswa_fwd_f32_fp32, "dswa_fwd_f32_fp32", a, BAND_STRIP, batch, heads, q, k, v, out, stream);
+        return dswa_launch_entry((const void *)dswa_fwd_f32_tf32, "dswa_fwd_f32_tf32", a, BAND_STRIP, batch, heads, q, k, v, out, stream);
+    case DSWA_F16: return dswa_launch_entry((const void *)dswa_fwd_f16, "dswa_fwd_f16", a, BAND_STRIP, batch, heads, q, k, v, out, stream);
+    case DSWA_BF16: return dswa_launch_entry((const void *)dswa_fwd_bf16, "dswa_fwd_bf16", a, BAND_STRIP, batch, heads, q, k, v, out, stream);
     }
     return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "dtype = %d: unknown", (int)dtype);
 }

@@ -301,9 +301,9 @@ extern "C" dswa_status dswa_launch_wide(dswa_dtype dtype, const dswa_kargs *a, i
                                         int heads, const void *q, const void *k, const void *v,
                                         void *out, cudaStream_t stream) {
     switch (dtype) {
-    case DSWA_F32: return dswa_launch_entry((const void *)dswa_fwd_wide_f32_tf32, "dswa_fwd_wide_f32_tf32", a, (a->n + DSWA_TILE - 1) / DSWA_TILE, batch, heads, q, k, v, out, stream);
-    case DSWA_F16: return dswa_launch_entry((const void *)dswa_fwd_wide_f16, "dswa_fwd_wide_f16", a, (a->n + DSWA_TILE - 1) / DSWA_TILE, batch, heads, q, k, v, out, stream);
-    case DSWA_BF16: return dswa_launch_entry((const void *)dswa_fwd_wide_bf16, "dswa_fwd_wide_bf16", a, (a->n + DSWA_TILE - 1) / DSWA_TILE, batch, heads, q, k, v, out, stream);
+    case DSWA_F32: return dswa_launch_entry((const void *)dswa_fwd_wide_f32_tf32, "dswa_fwd_wide_f32_tf32", a, 1, batch, heads, q, k, v, out, stream);
+    case DSWA_F16: return dswa_launch_entry((const void *)dswa_fwd_wide_f16, "dswa_fwd_wide_f16", a, 1, batch, heads, q, k, v, out, stream);
+    case DSWA_BF16: return dswa_launch_entry((const void *)dswa_fwd_wide_bf16, "dswa_fwd_wide_bf16", a, 1, batch, heads, q, k, v, out, stream);
     }
     return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "dtype = %d: unknown", (int)dtype);
 }

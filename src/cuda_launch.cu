@@ -40,33 +40,6 @@ extern "C" int dswa_cuda_probe(void) {
     return 1;
 }
 
-/* Per device: SM count, and resident blocks per SM of each band entry (0 = not probed). */
-static int sm_count[64], blocks_per_sm[64][4];
-
-extern "C" int dswa_band_grid_x(const void *kernel, int entry, int tiles, int64_t rows, int waves) {
-    int dev = -1;
-    if (waves <= 0 || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64 || entry < 0 ||
-        entry >= 4)
-        return tiles;
-    int sms = __atomic_load_n(&sm_count[dev], __ATOMIC_RELAXED);
-    int per = __atomic_load_n(&blocks_per_sm[dev][entry], __ATOMIC_RELAXED);
-    if (sms <= 0 || per <= 0) {
-        if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, DSWA_THREADS, 0) != cudaSuccess ||
-            sms <= 0 || per <= 0) {
-            (void)cudaGetLastError(); /* fall back to one tile per block */
-            return tiles;
-        }
-        __atomic_store_n(&sm_count[dev], sms, __ATOMIC_RELAXED);
-        __atomic_store_n(&blocks_per_sm[dev][entry], per, __ATOMIC_RELAXED);
-    }
-    /* strips of `strip` tiles, so that rows * ceil(tiles / strip) is about waves * slots */
-    const int64_t slots = (int64_t)waves * sms * per, all = (int64_t)tiles * rows;
-    if (all <= slots) return tiles;
-    const int64_t strip = (all + slots - 1) / slots;
-    return (int)((tiles + strip - 1) / strip);
-}
-
 static dswa_status to_int32(const char *field, int64_t x, int *dst) {
     if (x > INT32_MAX)
         return dswa_fail(DSWA_ERR_UNSUPPORTED, "%s = %lld: the CUDA kernel takes strides and "

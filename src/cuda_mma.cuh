@@ -142,13 +142,14 @@ __device__ __forceinline__ bool dswa_store_rows(T *orow0, int o_sn, int i, int n
         body<T>(DSWA_KERNEL_ARGS);                                                             \
     }
 
-/* Launches `kernel` on grid (gx, heads, batch) with the library's arguments: what the library
-   runs is exactly the entry TensorRT would run. */
+/* Launches `kernel` with the library's arguments: what the library runs is exactly the entry
+   TensorRT would run. */
 static inline dswa_status dswa_launch_entry(const void *kernel, const char *name,
-                                            const dswa_kargs *a, int gx, int batch, int heads,
+                                            const dswa_kargs *a, int strip, int batch, int heads,
                                             const void *q, const void *k, const void *v,
                                             void *out, cudaStream_t stream) {
-    const dim3 grid((unsigned)gx, (unsigned)heads, (unsigned)batch);
+    const int tiles = (a->n + DSWA_TILE - 1) / DSWA_TILE;
+    const dim3 grid((unsigned)((tiles + strip - 1) / strip), (unsigned)heads, (unsigned)batch);
     void *args[24] = {(void *)&q, (void *)&k, (void *)&v, (void *)&a->n, (void *)&a->wl,
                       (void *)&a->wr, (void *)&a->scale_bits, (void *)&a->lambda_bits,
                       (void *)&a->q[0], (void *)&a->q[1], (void *)&a->q[2], (void *)&a->q[3],

@@ -162,9 +162,8 @@ static void test_small(void) {
            7 tiles), and scale <= 0 there (Q negated / zeroed) */
         {2, 500, 2, 24, 24, 0.7f, 0.125f, "bnphd", 0}, {1, 400, 2, 40, 1, 1.f, -0.2f, "bhpnd", 0},
         {1, 333, 3, 3, 37, -0.5f, 0.f, "bnphd", 8},
-        /* many (batch, head) rows: the launcher gives each block a strip of tiles (the phase
-           stream runs on across them; on an H200 strips of 4 and of the whole sequence), whose
-           first and last strips hold the sequence ends */
+        /* many (batch, head) rows: grids of thousands of blocks over short sequences, 16-bit
+           and f32 rows in one launch wider than the device (B x H up to 600) */
         {2, 520, 100, 17, 17, 1.f, 0.125f, "bnphd", 0}, {1, 300, 600, 24, 24, 0.6f, 0.125f, "bhpnd", 8},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
@@ -332,10 +331,10 @@ static void test_two_streams(void) {
 /* A NaN in one V row reaches exactly the outputs whose window holds it (the kernel's exact
    fallback), and a NaN in one K row likewise. */
 static void test_nan(void) {
-    /* heads 400: one block walks the whole sequence, so the exact path runs mid-strip */
+    /* heads 400 (bf16): the exact path in a grid of 1,600 blocks, most of them finite */
     for (int which = 1; which <= 4; which++) {
         dswa_problem p = dswa_problem_default(1, 200, which <= 2 ? 2 : 400, 64, 17);
-        p.dtype = which <= 2 ? DSWA_F32 : DSWA_BF16; /* bf16: the phase stream crosses tiles */
+        p.dtype = which <= 2 ? DSWA_F32 : DSWA_BF16;
         gpu_case c = case_new(&p);
         const int64_t j = 101, h = 1, pair = 1;
         void *host = which % 2 ? c.hk : c.hv;
