@@ -35,7 +35,8 @@ def main():
     print(f"total samples ({head[tot[0]]}): {total:.0f}")
     print("by opcode (share of all samples; the top reasons):")
     for op, c in sorted(per_op.items(), key=lambda kv: -kv[1][head[tot[0]]])[:16]:
-        reasons = sorted(((v, k) for k, v in c.items() if k != head[tot[0]]), reverse=True)[:3]
+        reasons = sorted(((v, k) for k, v in c.items()
+                          if k.startswith("stall_") and "Not Issued" not in k), reverse=True)[:3]
         print(f"  {op:10s} {100 * c[head[tot[0]]] / total:5.1f}%  " +
               ", ".join(f"{k} {100 * v / total:.1f}%" for v, k in reasons))
     print("top instructions:")
