@@ -63,10 +63,6 @@
 #endif
 #define BAND_FFMA(T) (sizeof(T) == 4 ? BAND_FFMA_32 : BAND_FFMA_16)
 #define BAND_EARLY_Q(T) (sizeof(T) == 4 ? BAND_EARLY_Q_32 : BAND_EARLY_Q_16)
-#ifndef BAND_KNOCKOUT_Q
-#define BAND_KNOCKOUT_Q 0 /* timing experiments only (wrong results): 1 = only a tile's first Q is
-                             loaded, later K phases reuse it; 2 = no Q loads at all */
-#endif
 #ifndef BAND_16_MIN_BLOCKS
 #define BAND_16_MIN_BLOCKS 4 /* blocks per SM the f16 and bf16 entries are register-limited to */
 #endif
@@ -400,12 +396,7 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
 
     uint32_t qa[4][4], qlo[4][4]; /* qlo, plo: the low parts of DSWA_MATH_FP32 only */
     float s[BAND_NT][4], plo[BAND_NT][4], p0[BAND_NT][4] /* shared V: pair 0's P */;
-    if (BAND_KNOCKOUT_Q < 2) band_load_q<T, SPLIT>(qa, qlo, c, 0, 0, iq);
-    else
-#pragma unroll
-        for (int st = 0; st < 4; st++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) qa[st][e] = qlo[st][e] = 0x3c003c00u ^ (threadIdx.x * 0x01010101u & 0x00ff00ffu);
+    band_load_q<T, SPLIT>(qa, qlo, c, 0, 0, iq);
 #pragma unroll
     for (int ph = 0; ph < P::N; ph++) {
         dswa_cp_async_wait<1>();
@@ -419,7 +410,7 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
 #pragma unroll
                 for (int ln = 0; ln < BAND_NT; ln++) s[ln][0] = s[ln][1] = s[ln][2] = s[ln][3] = 0.f;
             band_scores<T, SPLIT>(s, buf, qa, qlo, warp, c.t7);
-            if (!BAND_KNOCKOUT_Q && BAND_EARLY_Q(T) && P::next_k(ph) < P::N) /* qa is free: the next K phase's Q now */
+            if (BAND_EARLY_Q(T) && P::next_k(ph) < P::N) /* qa is free: the next K phase's Q now */
                 band_load_q<T, SPLIT>(qa, qlo, c, P::pair(P::next_k(ph)), P::half(P::next_k(ph)), iq);
             if (P::half(ph) == P::HALVES - 1) {
                 if (SHARED && P::pair(ph) == 0) {
@@ -440,7 +431,7 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
                 for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
             band_pv<T, SPLIT>(acc, buf, s, plo, warp, c.t7, P::half(ph));
         }
-        if (!BAND_KNOCKOUT_Q && !BAND_EARLY_Q(T) && ph + 1 < P::N && !P::is_v(ph + 1)) /* the next K phase's Q (L1) */
+        if (!BAND_EARLY_Q(T) && ph + 1 < P::N && !P::is_v(ph + 1)) /* the next K phase's Q (L1) */
             band_load_q<T, SPLIT>(qa, qlo, c, P::pair(ph + 1), P::half(ph + 1), iq);
     }
 }
