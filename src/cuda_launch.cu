@@ -103,9 +103,24 @@ extern "C" dswa_status dswa_cuda_kargs(const dswa_problem *p, const void *q, con
     return DSWA_OK;
 }
 
-extern "C" dswa_status dswa_cuda_launch(const dswa_problem *p, const void *q, const void *k,
+/* An axis of size 1 is never stepped, so its stride can be anything (PyTorch gives size-1 axes
+   arbitrary strides): it is zeroed here instead of being checked for alignment and int32 range.
+   (Only here: the AOT export describes strides as formulas of the shapes, for any size.) */
+static void zero_unit_strides(dswa_problem *p) {
+    dswa_layout *const l[4] = {&p->q, &p->k, &p->v, &p->out};
+    for (int i = 0; i < 4; i++) {
+        if (p->batch == 1) l[i]->batch = 0;
+        if (p->seq_len == 1) l[i]->seq = 0;
+        if (p->heads == 1) l[i]->head = 0;
+    }
+}
+
+extern "C" dswa_status dswa_cuda_launch(const dswa_problem *p0, const void *q, const void *k,
                                         const void *v, void *out, void *stream) {
     dswa_kargs a;
+    dswa_problem pp = *p0;
+    const dswa_problem *p = &pp;
+    zero_unit_strides(&pp);
     dswa_status s = dswa_cuda_kargs(p, q, k, v, out, &a);
     if (s) return s;
     if (a.wl + a.wr <= DSWA_BAND_MAX_SPAN)

@@ -364,6 +364,25 @@ static void test_nan(void) {
     }
 }
 
+/* Strides of size-1 axes (batch, head, seq) are never used, so odd or huge ones are taken. */
+static void test_unit_strides(void) {
+    const struct { int B, N, H; } cs[] = {{1, 100, 1}, {1, 1, 3}, {2, 70, 1}};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        for (int t = 0; t < 3; t++) {
+            dswa_problem p = dswa_problem_default(cs[i].B, cs[i].N, cs[i].H, 64, 17);
+            p.dtype = (dswa_dtype)t;
+            gpu_case c = case_new(&p);
+            dswa_layout *const l[4] = {&c.p.q, &c.p.k, &c.p.v, &c.p.out};
+            for (int j = 0; j < 4; j++) {
+                if (c.p.batch == 1) l[j]->batch = 12345 + j;        /* odd: not 16-byte steps */
+                if (c.p.heads == 1) l[j]->head = ((int64_t)1 << 40) + 3; /* above int32 too */
+                if (c.p.seq_len == 1) l[j]->seq = 7;
+            }
+            run_checked("size-1 axes with odd strides", &c, tol_for(c.p.dtype));
+            case_free(&c);
+        }
+}
+
 /* What the CUDA backend refuses, with a status and message, writing nothing. */
 static void test_refusals(void) {
     dswa_problem p = dswa_problem_default(1, 64, 2, 64, 17);
@@ -417,6 +436,7 @@ int main(int argc, char **argv) {
     CU(cudaGetDeviceProperties(&prop, dev));
     printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
     test_refusals();
+    test_unit_strides();
     test_small();
     test_nan();
     test_fp32_math();
