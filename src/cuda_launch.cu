@@ -118,9 +118,9 @@ static void zero_unit_strides(dswa_problem *p) {
 extern "C" dswa_status dswa_cuda_launch(const dswa_problem *p0, const void *q, const void *k,
                                         const void *v, void *out, void *stream) {
     dswa_kargs a;
-    dswa_problem pp = *p0;
-    const dswa_problem *p = &pp;
-    zero_unit_strides(&pp);
+    dswa_problem pz = *p0; /* the caller's problem is left as it is */
+    zero_unit_strides(&pz);
+    const dswa_problem *p = &pz;
     dswa_status s = dswa_cuda_kargs(p, q, k, v, out, &a);
     if (s) return s;
     if (a.wl + a.wr <= DSWA_BAND_MAX_SPAN)

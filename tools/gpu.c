@@ -174,6 +174,7 @@ int gpu_graph_end(int ok) {
         if (g) (void)cudaGraphDestroy(g);
         return 0;
     }
+    gpu_graph_destroy(); /* one graph at a time: none left from an earlier failed row */
     e = cudaGraphInstantiate(&graph_exec, g, 0);
     (void)cudaGraphDestroy(g);
     if (e != cudaSuccess) {
