@@ -44,10 +44,20 @@ dswa_status dswa_launch_band(dswa_dtype dtype, dswa_math math, const dswa_kargs 
 #endif
 
 #ifdef __CUDACC__
+/* DSWA_CP_L2PF (0, 128 or 256): the L2 prefetch size hint of cp.async (PTX 7.4), to measure. */
+#ifndef DSWA_CP_L2PF
+#define DSWA_CP_L2PF 0
+#endif
+#if DSWA_CP_L2PF == 256
+#define DSWA_CP_ASYNC_OP "cp.async.cg.shared.global.L2::256B"
+#elif DSWA_CP_L2PF == 128
+#define DSWA_CP_ASYNC_OP "cp.async.cg.shared.global.L2::128B"
+#else
+#define DSWA_CP_ASYNC_OP "cp.async.cg.shared.global"
+#endif
 __device__ __forceinline__ void dswa_cp_async16(void *smem, const void *gmem, bool ok) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem),
-                 "r"(ok ? 16 : 0)
+    asm volatile(DSWA_CP_ASYNC_OP " [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(ok ? 16 : 0)
                  : "memory");
 }
 __device__ __forceinline__ void dswa_cp_async_commit(void) {
@@ -55,6 +65,33 @@ __device__ __forceinline__ void dswa_cp_async_commit(void) {
 }
 template <int N> __device__ __forceinline__ void dswa_cp_async_wait(void) {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* Which (64-query tile, head) a block of the grid (tiles, H, B) owns. The hardware starts
+   blocks in x-fastest order; with DSWA_HEAD_MAJOR the linear block index is read head-fastest,
+   so the blocks resident together cover every head of a few dozen tiles: together they read
+   whole Q/K/V/O rows (2H heads x 128 bytes, contiguous) instead of one head's 128 bytes out of
+   every row of a long stretch of the sequence. The x-fastest reading remains for grids over
+   2^32 blocks. Any grid and either order give the same result. */
+#ifndef DSWA_HEAD_MAJOR
+#define DSWA_HEAD_MAJOR 1
+#endif
+/* Read through volatile asm, so that a kernel calling this again at its end recomputes the pair
+   there instead of holding it in two registers through the main loop. */
+__device__ __forceinline__ void dswa_block_tile_head(int *tile, int *h) {
+    unsigned bx, by, gx, gy;
+    asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(bx));
+    asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(by));
+    asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(gx));
+    asm volatile("mov.u32 %0, %%nctaid.y;" : "=r"(gy));
+    if (DSWA_HEAD_MAJOR && (uint64_t)gx * gy <= 0xffffffffull) {
+        const unsigned lin = by * gx + bx;
+        *tile = (int)(lin / gy);
+        *h = (int)(lin % gy);
+    } else {
+        *tile = (int)bx;
+        *h = (int)by;
+    }
 }
 
 __device__ __forceinline__ float dswa_to_f32(float x) { return x; }

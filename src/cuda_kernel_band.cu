@@ -440,8 +440,10 @@ template <typename T, int SPLIT>
 __device__ __forceinline__ void dswa_fwd_band_impl(DSWA_KERNEL_PARAMS(T)) {
     __shared__ __align__(128) band_buf ring[BAND_BUFS];
     const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
-    const int h = blockIdx.y, b = blockIdx.z, span = wl + wr;
-    const int i0 = blockIdx.x * DSWA_TILE, iq = i0 + 16 * warp + g; /* rows iq and iq + 8 */
+    int tile, h;
+    dswa_block_tile_head(&tile, &h);
+    const int b = blockIdx.z, span = wl + wr;
+    const int i0 = tile * DSWA_TILE, iq = i0 + 16 * warp + g; /* rows iq and iq + 8 */
     band_ctx<T> c;
     c.q = q + (int64_t)b * q_sb + (int64_t)h * q_sh;
     c.k = k + (int64_t)b * k_sb + (int64_t)h * k_sh;
@@ -463,10 +465,12 @@ __device__ __forceinline__ void dswa_fwd_band_impl(DSWA_KERNEL_PARAMS(T)) {
     if (v_sp == 0) band_tile<T, SPLIT, 1>(ring, c, acc, iq, mask, qscale, lambda);
     else band_tile<T, SPLIT, 0>(ring, c, acc, iq, mask, qscale, lambda);
 
+    dswa_block_tile_head(&tile, &h); /* again: not held through the phases */
+    const int r0 = tile * DSWA_TILE + 16 * warp; /* the warp's first row */
     T *orow0 = out + (int64_t)b * o_sb + (int64_t)h * o_sh;
-    const bool finite = dswa_store_rows<T>(orow0, o_sn, iq, n, acc);
+    const bool finite = dswa_store_rows<T>(orow0, o_sn, r0 + g, n, acc);
     if (__any_sync(0xffffffffu, !finite))
-        dswa_exact_rows<T>(q, k, v, out, n, wl, wr, scale, lambda, b, h, i0 + 16 * warp, q_sb,
+        dswa_exact_rows<T>(q, k, v, out, n, wl, wr, scale, lambda, b, h, r0, q_sb,
                            q_sn, q_sp, q_sh, k_sb, k_sn, k_sp, k_sh, v_sb, v_sn, v_sp, v_sh,
                            o_sb, o_sn, o_sh);
 }

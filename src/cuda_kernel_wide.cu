@@ -231,7 +231,9 @@ __device__ __forceinline__ void dswa_fwd_wide(const T *__restrict__ q, const T *
     typedef dswa_geom<T> G;
     __shared__ __align__(128) T ring[DSWA_STAGES][2][G::KC][DSWA_HEAD_DIM];
     const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
-    const int h = blockIdx.y, b = blockIdx.z, i0 = blockIdx.x * DSWA_TILE, span = wl + wr;
+    int tile, h;
+    dswa_block_tile_head(&tile, &h);
+    const int b = blockIdx.z, i0 = tile * DSWA_TILE, span = wl + wr;
     dswa_slice<T> sl;
     sl.q = q + (int64_t)b * q_sb + (int64_t)h * q_sh;
     sl.k = k + (int64_t)b * k_sb + (int64_t)h * k_sh;
