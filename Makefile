@@ -85,8 +85,14 @@ $(BUILD)/obj $(BUILD)/tests:
 test: all $(TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN) tests/python_tests.sh
 
+# dswa's own table, then (where Python has torch and Triton and a GPU is present) the
+# comparators of the same run, their table and the plot in $(BUILD)/.
 bench: all
 	$(BUILD)/dswa bench
+	@if python3 -c "import torch, triton, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then \
+	  python3 bench/compare.py --json $(BUILD)/compare.json && \
+	  python3 bench/plot.py $(BUILD)/compare.json $(BUILD)/perf.png; \
+	else echo "comparators skipped: they need python3 with torch, triton and a CUDA GPU"; fi
 
 check: all
 	$(BUILD)/dswa check

@@ -74,7 +74,7 @@ template <int N> __device__ __forceinline__ void dswa_cp_async_wait(void) {
    every row of a long stretch of the sequence. The x-fastest reading remains for grids over
    2^32 blocks. Any grid and either order give the same result. */
 #ifndef DSWA_HEAD_MAJOR
-#define DSWA_HEAD_MAJOR 1
+#define DSWA_HEAD_MAJOR 0 /* measured within noise, shared V 2-6 % slower: docs/PERF.md session 4 */
 #endif
 /* Read through volatile asm, so that a kernel calling this again at its end recomputes the pair
    there instead of holding it in two registers through the main loop. */
