@@ -48,7 +48,7 @@ LIB_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_C)) $(CUDA_OBJ)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TESTS_C))
 TEST_LIB_OBJ := $(patsubst tests/lib/%.c,$(BUILD)/obj/tests_%.o,$(TEST_LIB))
 
-.PHONY: all test bench check install clean cuda-note gpu-check ptxas-report FORCE
+.PHONY: all test bench check probe install clean cuda-note gpu-check ptxas-report FORCE
 # Objects depend on the flags they were built with: changing GPU_ARCH, CFLAGS or NVFLAGS
 # rebuilds them instead of linking code built for another GPU.
 FLAGS_STAMP := $(BUILD)/obj/flags.stamp
@@ -96,6 +96,15 @@ bench: all
 
 check: all
 	$(BUILD)/dswa check
+
+# Memory-pattern probes (bench/probe_bw.cu; docs/PERF.md session 6): not part of the library.
+probe: $(BUILD)/probe_bw
+$(BUILD)/probe_bw: bench/probe_bw.cu | $(BUILD)/obj
+ifneq ($(HAVE_CUDA),)
+	$(NVCC) -O3 -std=c++17 $(GENCODE) $< -o $@
+else
+	@echo "make probe needs nvcc"; exit 1
+endif
 
 gpu-check:
 	sh scripts/gpu-check.sh

@@ -75,16 +75,45 @@
 
 /* Phases. f32 splits the head dimension in two 32-float halves (128-byte rows); 16-bit rows
    are 128 bytes whole. V with 2H heads: K0 V0 K1 V1. Shared V: K0 K1 V, one P.V with
-   P' = P0/l0 - lambda P1/l1, so V is read once and half the P.V products disappear. */
+   P' = P0/l0 - lambda P1/l1, so V is read once and half the P.V products disappear.
+   QR ("Q ring", BAND_QRING_*): the Q rows after the tile's first (which is loaded into registers
+   at the start, beside the first two phases) arrive through the ring as phases of their own
+   (64 rows), read into registers at their step, so no Q load waits on DRAM between two phases:
+   f32 K0lo Q0hi K0hi V0.. Q1lo K1lo Q1hi K1hi V1.. (shared V: K0lo Q0hi K0hi Q1lo K1lo Q1hi K1hi
+   V..); 16-bit K0 V0 Q1 K1 V1 (shared V: K0 Q1 K1 V). Measured in docs/PERF.md (session 6). */
+#ifndef BAND_QRING_32
+#define BAND_QRING_32 1
+#endif
+#ifndef BAND_QRING_16
+#define BAND_QRING_16 0
+#endif
 template <typename T, int SHARED> struct band_phases {
-    enum { HALVES = sizeof(T) == 4 ? 2 : 1, N = (SHARED ? 3 : 4) * HALVES,
-           FIRST_K1 = (SHARED ? 1 : 2) * HALVES /* pair 1's first K phase */ };
-    static __device__ constexpr int step(int ph) { return ph / HALVES; }
-    static __device__ constexpr int is_v(int ph) { return SHARED ? step(ph) == 2 : step(ph) & 1; }
-    static __device__ constexpr int pair(int ph) { return SHARED ? step(ph) == 1 : step(ph) >> 1; }
-    static __device__ constexpr int half(int ph) { return ph % HALVES; }
+    enum { HALVES = sizeof(T) == 4 ? 2 : 1, QR = sizeof(T) == 4 ? BAND_QRING_32 : BAND_QRING_16,
+           N = (SHARED ? 3 : 4) * HALVES + (QR ? 2 * HALVES - 1 : 0),
+           FIRST_K1 = (SHARED ? 1 : 2) * HALVES /* pair 1's first K phase (without QR) */ };
+    /* code: kind (0 K, 1 V, 2 Q) * 4 + pair * 2 + half */
+    static __device__ constexpr int code(int ph) {
+        if (QR && HALVES == 2) {
+            const int f2h[11] = {0, 8 + 1, 1, 4, 5, 8 + 2, 2, 8 + 3, 3, 4 + 2, 4 + 3};
+            const int fsh[9] = {0, 8 + 1, 1, 8 + 2, 2, 8 + 3, 3, 4, 5};
+            return SHARED ? fsh[ph] : f2h[ph];
+        }
+        if (QR) {
+            const int h2h[5] = {0, 4, 8 + 2, 2, 4 + 2};
+            const int hsh[4] = {0, 8 + 2, 2, 4};
+            return SHARED ? hsh[ph] : h2h[ph];
+        }
+        const int st = ph / HALVES, hf = ph % HALVES;
+        const int isv = SHARED ? st == 2 : st & 1, pr = SHARED ? st == 1 : st >> 1;
+        return isv * 4 + pr * 2 + hf;
+    }
+    static __device__ constexpr int is_v(int ph) { return code(ph) >> 2 == 1; }
+    static __device__ constexpr int is_q(int ph) { return code(ph) >> 2 == 2; }
+    static __device__ constexpr int pair(int ph) { return (code(ph) >> 1) & 1; }
+    static __device__ constexpr int half(int ph) { return code(ph) & 1; }
+    static __device__ constexpr int first_v(int ph = 0) { return is_v(ph) ? ph : first_v(ph + 1); }
     static __device__ constexpr int next_k(int ph) { /* the K phase after ph (N: none) */
-        return ph + 1 >= N ? N : !is_v(ph + 1) ? ph + 1 : next_k(ph + 1);
+        return ph + 1 >= N ? N : !is_v(ph + 1) && !is_q(ph + 1) ? ph + 1 : next_k(ph + 1);
     }
 };
 
@@ -107,7 +136,7 @@ __device__ __forceinline__ int dswa_opaque(int x) {
 
 template <typename T> struct band_ctx {
     const T *q, *k, *v; /* at (b, h) */
-    int n, nkeys, kstart;
+    int n, nkeys, kstart, wl;
     int q_sn, q_sp, k_sn, k_sp, v_sn, v_sp;
     bool interior;  /* rows kstart .. kstart + BAND_ROWS - 1 all inside the sequence */
     bool t7;        /* the band needs its 8th key tile (span > 40) */
@@ -124,6 +153,15 @@ __device__ __forceinline__ void band_load(band_buf &buf, const band_ctx<T> &c, i
     const T *base = isv ? c.v + (int64_t)P::pair(ph) * c.v_sp : c.k + (int64_t)P::pair(ph) * c.k_sp;
     const int sn = isv ? c.v_sn : c.k_sn, r0 = threadIdx.x >> 3, u = threadIdx.x & 7;
     const int sw = dswa_swz<T>(r0), e = u * (16 / (int)sizeof(T)) + col;
+    if (P::is_q(ph)) { /* the tile's 64 Q rows of this pair and half; rows past N zero-filled */
+        const T *qb = c.q + (int64_t)P::pair(ph) * c.q_sp + e;
+#pragma unroll
+        for (int it = 0; it < DSWA_TILE / 16; it++) {
+            const int r = r0 + 16 * it, i = c.kstart + c.wl + r;
+            dswa_cp_async16(&buf[r][u ^ sw], qb + (int64_t)(i < c.n ? i : 0) * c.q_sn, i < c.n);
+        }
+        return;
+    }
     if (c.interior) {
         /* opaque: computed here, not shared with other phases and held in registers throughout */
         const T *src = base + (int64_t)(dswa_opaque(c.kstart + r0)) * sn + e;
@@ -145,24 +183,10 @@ __device__ __forceinline__ void band_load(band_buf &buf, const band_ctx<T> &c, i
 /* Q fragments of pair p (f32: half hf of the head dimension) for this thread's rows i and
    i+8: f32 holds full-row chunks 4k + c for k = 2*hf, 2*hf+1 (rounded to TF32); 16-bit holds
    chunks c and 4 + c raw. The scale is applied to the fp32 scores: folding it into Q would
-   round Q a second time. */
+   round Q a second time. band_prep_q lays the loaded words out as mma A fragments. */
 template <typename T, int SPLIT>
-__device__ __forceinline__ void band_load_q(uint32_t qa[4][4], uint32_t qlo[4][4],
-                                            const band_ctx<T> &c, int p, int hf, int i) {
-    const int quad = threadIdx.x & 3;
-    uint32_t w[2][8];
-#pragma unroll
-    for (int rr = 0; rr < 2; rr++) {
-        const int ii = i + 8 * rr;
-        const T *row = c.q + (int64_t)p * c.q_sp + (int64_t)(ii < c.n ? ii : 0) * c.q_sn;
-#pragma unroll
-        for (int x = 0; x < 2; x++) {
-            const int chunk = sizeof(T) == 4 ? 4 * (2 * hf + x) + quad : 4 * x + quad;
-            uint4 u = make_uint4(0, 0, 0, 0);
-            if (ii < c.n) u = __ldg((const uint4 *)(row + chunk * (16 / (int)sizeof(T))));
-            w[rr][4 * x + 0] = u.x; w[rr][4 * x + 1] = u.y; w[rr][4 * x + 2] = u.z; w[rr][4 * x + 3] = u.w;
-        }
-    }
+__device__ __forceinline__ void band_prep_q(uint32_t qa[4][4], uint32_t qlo[4][4], uint32_t w[2][8],
+                                            const band_ctx<T> &c) {
     if (BAND_FFMA(T) && !(c.scale > 0.f)) { /* negate or zero Q: the FFMA needs qscale > 0 */
         const uint32_t qand = c.scale == 0.f ? 0u : ~0u;
         const uint32_t qxor = c.scale < 0.f ? (sizeof(T) == 4 ? 0x80000000u : 0x80008000u) : 0u;
@@ -186,6 +210,43 @@ __device__ __forceinline__ void band_load_q(uint32_t qa[4][4], uint32_t qlo[4][4
             }
         }
     }
+}
+template <typename T, int SPLIT>
+__device__ __forceinline__ void band_load_q(uint32_t qa[4][4], uint32_t qlo[4][4],
+                                            const band_ctx<T> &c, int p, int hf, int i) {
+    const int quad = threadIdx.x & 3;
+    uint32_t w[2][8];
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+        const int ii = i + 8 * rr;
+        const T *row = c.q + (int64_t)p * c.q_sp + (int64_t)(ii < c.n ? ii : 0) * c.q_sn;
+#pragma unroll
+        for (int x = 0; x < 2; x++) {
+            const int chunk = sizeof(T) == 4 ? 4 * (2 * hf + x) + quad : 4 * x + quad;
+            uint4 u = make_uint4(0, 0, 0, 0);
+            if (ii < c.n) u = __ldg((const uint4 *)(row + chunk * (16 / (int)sizeof(T))));
+            w[rr][4 * x + 0] = u.x; w[rr][4 * x + 1] = u.y; w[rr][4 * x + 2] = u.z; w[rr][4 * x + 3] = u.w;
+        }
+    }
+    band_prep_q<T, SPLIT>(qa, qlo, w, c);
+}
+/* The same from a Q phase in the ring (f32 QRING): block rows 16 warp + g (+8), chunks 4x + c of
+   the half, through the f32 swizzle (conflict-free for this pattern, see cuda_mma.cuh). */
+template <typename T, int SPLIT>
+__device__ __forceinline__ void band_smem_q(uint32_t qa[4][4], uint32_t qlo[4][4], const band_buf &buf,
+                                            const band_ctx<T> &c, int warp) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, quad = lane & 3;
+    uint32_t w[2][8];
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+        const int r = 16 * warp + g + 8 * rr;
+#pragma unroll
+        for (int x = 0; x < 2; x++) {
+            const uint4 u = buf[r][(4 * x + quad) ^ dswa_swz<T>(r)];
+            w[rr][4 * x + 0] = u.x; w[rr][4 * x + 1] = u.y; w[rr][4 * x + 2] = u.z; w[rr][4 * x + 3] = u.w;
+        }
+    }
+    band_prep_q<T, SPLIT>(qa, qlo, w, c);
 }
 
 /* Pulls pair p's Q rows of this warp (16 rows from i16) into L1 ahead of use, so the register
@@ -404,13 +465,15 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
         if (ph + 2 < P::N) band_load<T, SHARED>(ring[(ph + 2) % BAND_BUFS], c, ph + 2);
         dswa_cp_async_commit();
         const band_buf &buf = ring[ph % BAND_BUFS];
-        if (ph == (P::FIRST_K1 >= 2 ? P::FIRST_K1 - 2 : 0)) band_prefetch_q<T>(c, 1, iq - g);
-        if (!P::is_v(ph)) {
+        if (!P::QR && ph == (P::FIRST_K1 >= 2 ? P::FIRST_K1 - 2 : 0)) band_prefetch_q<T>(c, 1, iq - g);
+        if (P::is_q(ph)) {
+            band_smem_q<T, SPLIT>(qa, qlo, buf, c, warp);
+        } else if (!P::is_v(ph)) {
             if (P::half(ph) == 0)
 #pragma unroll
                 for (int ln = 0; ln < BAND_NT; ln++) s[ln][0] = s[ln][1] = s[ln][2] = s[ln][3] = 0.f;
             band_scores<T, SPLIT>(s, buf, qa, qlo, warp, c.t7);
-            if (BAND_EARLY_Q(T) && P::next_k(ph) < P::N) /* qa is free: the next K phase's Q now */
+            if (!P::QR && BAND_EARLY_Q(T) && P::next_k(ph) < P::N) /* qa is free: the next K phase's Q now */
                 band_load_q<T, SPLIT>(qa, qlo, c, P::pair(P::next_k(ph)), P::half(P::next_k(ph)), iq);
             if (P::half(ph) == P::HALVES - 1) {
                 if (SHARED && P::pair(ph) == 0) {
@@ -426,12 +489,12 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
                 }
             }
         } else {
-            if (ph == (SHARED ? 2 : 1) * P::HALVES) /* the first V phase */
+            if (ph == P::first_v()) /* the first V phase */
 #pragma unroll
                 for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
             band_pv<T, SPLIT>(acc, buf, s, plo, warp, c.t7, P::half(ph));
         }
-        if (!BAND_EARLY_Q(T) && ph + 1 < P::N && !P::is_v(ph + 1)) /* the next K phase's Q (L1) */
+        if (!P::QR && !BAND_EARLY_Q(T) && ph + 1 < P::N && !P::is_v(ph + 1)) /* the next K phase's Q (L1) */
             band_load_q<T, SPLIT>(qa, qlo, c, P::pair(ph + 1), P::half(ph + 1), iq);
     }
 }
@@ -451,6 +514,7 @@ __device__ __forceinline__ void dswa_fwd_band_impl(DSWA_KERNEL_PARAMS(T)) {
     c.n = n;
     c.nkeys = DSWA_TILE + span;
     c.kstart = i0 - wl;
+    c.wl = wl;
     c.q_sn = q_sn; c.q_sp = q_sp; c.k_sn = k_sn; c.k_sp = k_sp; c.v_sn = v_sn; c.v_sp = v_sp;
     c.interior = c.kstart >= 0 && c.kstart <= n - BAND_ROWS;
     c.t7 = span > 8 * (BAND_NT - 1) - 16;
