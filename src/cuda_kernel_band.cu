@@ -85,7 +85,7 @@
 #define BAND_QRING_32 1
 #endif
 #ifndef BAND_QRING_16
-#define BAND_QRING_16 0
+#define BAND_QRING_16 1
 #endif
 template <typename T, int SHARED> struct band_phases {
     enum { HALVES = sizeof(T) == 4 ? 2 : 1, QR = sizeof(T) == 4 ? BAND_QRING_32 : BAND_QRING_16,
