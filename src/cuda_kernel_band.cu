@@ -27,7 +27,8 @@
  *    score first and loads the next K phase's Q right after the scores.
  *  - Fragment layouts, the head-dimension permutation that turns every Q/K/V access into a
  *    16-byte load, and the bank-conflict-free swizzles are those of cuda_mma.cuh.
- *  - Pair 1's Q is pulled into L1 ahead of use (prefetch.global.L1).
+ *  - Q after the tile's first rows arrives through the ring as phases of its own (QR below);
+ *    without QR, pair 1's Q is pulled into L1 ahead of use (prefetch.global.L1).
  *  - Masked scores are replaced by -inf; a non-finite result sends the warp to the exact
  *    scalar path of cuda_common.cuh (a NaN in V must not leak through 0 * NaN in the mma).
  *  - DSWA_MATH_FP32 (entry dswa_fwd_f32_fp32) is the same kernel with every f32 product done
