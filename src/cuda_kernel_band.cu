@@ -22,13 +22,13 @@
  *  - Per score, 2 instructions of masking: which band scores lie inside the window (and the
  *    sequence) is a bit mask computed once per block. Key tiles 0-6 are unconditional, the 8th
  *    exists only for WL + WR > 40. Interior blocks step one cp.async pointer by 16 rows.
- *  - Per-dtype tuning (BAND_FFMA_*, BAND_EARLY_Q_*; numbers in docs/PERF.md): 16-bit computes
+ *  - Per-dtype tuning (BAND_FFMA_*; numbers in docs/PERF.md): 16-bit computes
  *    p = 2^(s qscale - max qscale) in one FFMA (Q carries the scale's sign); f32 scales each
- *    score first and loads the next K phase's Q right after the scores.
+ *    score first.
  *  - Fragment layouts, the head-dimension permutation that turns every Q/K/V access into a
  *    16-byte load, and the bank-conflict-free swizzles are those of cuda_mma.cuh.
- *  - Q after the tile's first rows arrives through the ring as phases of its own (QR below);
- *    without QR, pair 1's Q is pulled into L1 ahead of use (prefetch.global.L1).
+ *  - Q after the tile's first rows arrives through the ring as phases of its own (see the
+ *    phases below; measured against register loads in docs/PERF.md, session 6).
  *  - Masked scores are replaced by -inf; a non-finite result sends the warp to the exact
  *    scalar path of cuda_common.cuh (a NaN in V must not leak through 0 * NaN in the mma).
  *  - DSWA_MATH_FP32 (entry dswa_fwd_f32_fp32) is the same kernel with every f32 product done
@@ -48,22 +48,14 @@
 #define BAND_LOADS (BAND_ROWS * 8 / DSWA_THREADS)  /* 16-byte copies per thread per phase: 7 */
 #define BAND_STRIP 1 /* 64-query tiles per block (the AOT grid formula reads it) */
 /* Measured per dtype (docs/PERF.md, v4): FFMA = p = 2^(s qscale - max qscale) in one FFMA
-   (Q carries the scale's sign) instead of scaling every score first; EARLY_Q = load the next K
-   phase's Q right after this phase's scores instead of at the end of the phase. */
+   (Q carries the scale's sign) instead of scaling every score first. */
 #ifndef BAND_FFMA_16
 #define BAND_FFMA_16 1
 #endif
 #ifndef BAND_FFMA_32
 #define BAND_FFMA_32 0
 #endif
-#ifndef BAND_EARLY_Q_16
-#define BAND_EARLY_Q_16 0
-#endif
-#ifndef BAND_EARLY_Q_32
-#define BAND_EARLY_Q_32 1
-#endif
 #define BAND_FFMA(T) (sizeof(T) == 4 ? BAND_FFMA_32 : BAND_FFMA_16)
-#define BAND_EARLY_Q(T) (sizeof(T) == 4 ? BAND_EARLY_Q_32 : BAND_EARLY_Q_16)
 #ifndef BAND_16_MIN_BLOCKS
 #define BAND_16_MIN_BLOCKS 4 /* blocks per SM the f16 and bf16 entries are register-limited to */
 #endif
@@ -77,45 +69,26 @@
 /* Phases. f32 splits the head dimension in two 32-float halves (128-byte rows); 16-bit rows
    are 128 bytes whole. V with 2H heads: K0 V0 K1 V1. Shared V: K0 K1 V, one P.V with
    P' = P0/l0 - lambda P1/l1, so V is read once and half the P.V products disappear.
-   QR ("Q ring", BAND_QRING_*): the Q rows after the tile's first (which is loaded into registers
+   Q ring: the Q rows after the tile's first (which is loaded into registers
    at the start, beside the first two phases) arrive through the ring as phases of their own
    (64 rows), read into registers at their step, so no Q load waits on DRAM between two phases:
    f32 K0lo Q0hi K0hi V0.. Q1lo K1lo Q1hi K1hi V1.. (shared V: K0lo Q0hi K0hi Q1lo K1lo Q1hi K1hi
    V..); 16-bit K0 V0 Q1 K1 V1 (shared V: K0 Q1 K1 V). Measured in docs/PERF.md (session 6). */
-#ifndef BAND_QRING_32
-#define BAND_QRING_32 1
-#endif
-#ifndef BAND_QRING_16
-#define BAND_QRING_16 1
-#endif
 template <typename T, int SHARED> struct band_phases {
-    enum { HALVES = sizeof(T) == 4 ? 2 : 1, QR = sizeof(T) == 4 ? BAND_QRING_32 : BAND_QRING_16,
-           N = (SHARED ? 3 : 4) * HALVES + (QR ? 2 * HALVES - 1 : 0),
-           FIRST_K1 = (SHARED ? 1 : 2) * HALVES /* pair 1's first K phase (without QR) */ };
+    enum { HALVES = sizeof(T) == 4 ? 2 : 1, N = (SHARED ? 3 : 4) * HALVES + 2 * HALVES - 1 };
     /* code: kind (0 K, 1 V, 2 Q) * 4 + pair * 2 + half */
     static __device__ constexpr int code(int ph) {
-        if (QR && HALVES == 2) {
-            const int f2h[11] = {0, 8 + 1, 1, 4, 5, 8 + 2, 2, 8 + 3, 3, 4 + 2, 4 + 3};
-            const int fsh[9] = {0, 8 + 1, 1, 8 + 2, 2, 8 + 3, 3, 4, 5};
-            return SHARED ? fsh[ph] : f2h[ph];
-        }
-        if (QR) {
-            const int h2h[5] = {0, 4, 8 + 2, 2, 4 + 2};
-            const int hsh[4] = {0, 8 + 2, 2, 4};
-            return SHARED ? hsh[ph] : h2h[ph];
-        }
-        const int st = ph / HALVES, hf = ph % HALVES;
-        const int isv = SHARED ? st == 2 : st & 1, pr = SHARED ? st == 1 : st >> 1;
-        return isv * 4 + pr * 2 + hf;
+        const int f2h[11] = {0, 8 + 1, 1, 4, 5, 8 + 2, 2, 8 + 3, 3, 4 + 2, 4 + 3};
+        const int fsh[9] = {0, 8 + 1, 1, 8 + 2, 2, 8 + 3, 3, 4, 5};
+        const int h2h[5] = {0, 4, 8 + 2, 2, 4 + 2};
+        const int hsh[4] = {0, 8 + 2, 2, 4};
+        return HALVES == 2 ? (SHARED ? fsh[ph] : f2h[ph]) : (SHARED ? hsh[ph] : h2h[ph]);
     }
     static __device__ constexpr int is_v(int ph) { return code(ph) >> 2 == 1; }
     static __device__ constexpr int is_q(int ph) { return code(ph) >> 2 == 2; }
     static __device__ constexpr int pair(int ph) { return (code(ph) >> 1) & 1; }
     static __device__ constexpr int half(int ph) { return code(ph) & 1; }
     static __device__ constexpr int first_v(int ph = 0) { return is_v(ph) ? ph : first_v(ph + 1); }
-    static __device__ constexpr int next_k(int ph) { /* the K phase after ph (N: none) */
-        return ph + 1 >= N ? N : !is_v(ph + 1) && !is_q(ph + 1) ? ph + 1 : next_k(ph + 1);
-    }
 };
 
 typedef uint4 band_buf[BAND_ROWS][8]; /* 16-byte chunks, swizzled per row */
@@ -231,7 +204,7 @@ __device__ __forceinline__ void band_load_q(uint32_t qa[4][4], uint32_t qlo[4][4
     }
     band_prep_q<T, SPLIT>(qa, qlo, w, c);
 }
-/* The same from a Q phase in the ring (f32 QRING): block rows 16 warp + g (+8), chunks 4x + c of
+/* The same from a Q phase in the ring : block rows 16 warp + g (+8), chunks 4x + c of
    the half, through the f32 swizzle (conflict-free for this pattern, see cuda_mma.cuh). */
 template <typename T, int SPLIT>
 __device__ __forceinline__ void band_smem_q(uint32_t qa[4][4], uint32_t qlo[4][4], const band_buf &buf,
@@ -248,18 +221,6 @@ __device__ __forceinline__ void band_smem_q(uint32_t qa[4][4], uint32_t qlo[4][4
         }
     }
     band_prep_q<T, SPLIT>(qa, qlo, w, c);
-}
-
-/* Pulls pair p's Q rows of this warp (16 rows from i16) into L1 ahead of use, so the register
-   loads in band_load_q hit L1 instead of exposing a DRAM latency between two phases. */
-template <typename T>
-__device__ __forceinline__ void band_prefetch_q(const band_ctx<T> &c, int p, int i16) {
-    const int lane = threadIdx.x & 31, lines = 16 * 64 * (int)sizeof(T) / 128; /* 32 or 16 */
-    if (lane < lines) {
-        const int r = lane / (lines / 16), i = i16 + r;
-        const T *a = c.q + (int64_t)p * c.q_sp + (int64_t)i * c.q_sn + (lane % (lines / 16)) * (128 / (int)sizeof(T));
-        if (i < c.n) asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
-    }
 }
 
 /* Which of this thread's band scores are inside the window and the sequence: bit 8e + ln for
@@ -450,7 +411,7 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
                                           float acc[8][4], int iq, uint32_t mask, float qscale,
                                           float lambda) {
     typedef band_phases<T, SHARED> P;
-    const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+    const int warp = threadIdx.x >> 5;
     band_load<T, SHARED>(ring[0], c, 0);
     dswa_cp_async_commit();
     band_load<T, SHARED>(ring[1], c, 1);
@@ -466,7 +427,6 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
         if (ph + 2 < P::N) band_load<T, SHARED>(ring[(ph + 2) % BAND_BUFS], c, ph + 2);
         dswa_cp_async_commit();
         const band_buf &buf = ring[ph % BAND_BUFS];
-        if (!P::QR && ph == (P::FIRST_K1 >= 2 ? P::FIRST_K1 - 2 : 0)) band_prefetch_q<T>(c, 1, iq - g);
         if (P::is_q(ph)) {
             band_smem_q<T, SPLIT>(qa, qlo, buf, c, warp);
         } else if (!P::is_v(ph)) {
@@ -474,8 +434,6 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
 #pragma unroll
                 for (int ln = 0; ln < BAND_NT; ln++) s[ln][0] = s[ln][1] = s[ln][2] = s[ln][3] = 0.f;
             band_scores<T, SPLIT>(s, buf, qa, qlo, warp, c.t7);
-            if (!P::QR && BAND_EARLY_Q(T) && P::next_k(ph) < P::N) /* qa is free: the next K phase's Q now */
-                band_load_q<T, SPLIT>(qa, qlo, c, P::pair(P::next_k(ph)), P::half(P::next_k(ph)), iq);
             if (P::half(ph) == P::HALVES - 1) {
                 if (SHARED && P::pair(ph) == 0) {
                     band_softmax<BAND_FFMA(T), 0>(s, s, mask, c.t7, qscale, 1.f);
@@ -495,8 +453,6 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
                 for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
             band_pv<T, SPLIT>(acc, buf, s, plo, warp, c.t7, P::half(ph));
         }
-        if (!P::QR && !BAND_EARLY_Q(T) && ph + 1 < P::N && !P::is_v(ph + 1)) /* the next K phase's Q (L1) */
-            band_load_q<T, SPLIT>(qa, qlo, c, P::pair(ph + 1), P::half(ph + 1), iq);
     }
 }
 
