@@ -22,8 +22,12 @@ CFLAGS   ?= -O3
 override CFLAGS += -std=c11 -fPIC -fopenmp $(WARN) -Iinclude -Isrc -D_POSIX_C_SOURCE=200809L
 LDLIBS   := -fopenmp -lm
 
-LIB_C    := $(filter-out src/cuda_absent.c,$(wildcard src/*.c))
-LIB_CU   := $(wildcard src/*.cu)
+# src/ holds one folder per layer: core (problem, validation, errors), cpu, cuda, aot, ptx_fit,
+# ref (the float64 reference). src/cuda/absent.c replaces the CUDA backend without nvcc;
+# src/aot/ptx_embed.c is a build-time generator, not part of the library.
+LIB_C    := $(filter-out src/cuda/absent.c src/aot/ptx_embed.c,$(wildcard src/*/*.c))
+LIB_CU   := $(wildcard src/cuda/*.cu)
+LIB_HDR  := include/dswa.h $(wildcard src/*/*.h src/*/*.cuh)
 TOOL_C   := $(wildcard tools/*.c)
 TEST_LIB := $(wildcard tests/lib/*.c)
 TESTS_C  := $(wildcard tests/test_*.c)
@@ -40,7 +44,7 @@ CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lpthread -lrt -lstdc++
 override CFLAGS += -DDSWA_HAVE_CUDA=1 -I$(CUDA_HOME)/include
 else
 HAVE_CUDA :=
-CUDA_OBJ := $(BUILD)/obj/cuda_absent.o
+CUDA_OBJ := $(BUILD)/obj/cuda/absent.o
 CUDA_LIBS :=
 endif
 
@@ -49,6 +53,7 @@ TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TESTS_C))
 TEST_LIB_OBJ := $(patsubst tests/lib/%.c,$(BUILD)/obj/tests_%.o,$(TEST_LIB))
 
 .PHONY: all test bench check probe install clean cuda-note gpu-check ptxas-report FORCE
+.DEFAULT_GOAL := all
 # Objects depend on the flags they were built with: changing GPU_ARCH, CFLAGS or NVFLAGS
 # rebuilds them instead of linking code built for another GPU.
 FLAGS_STAMP := $(BUILD)/obj/flags.stamp
@@ -62,9 +67,11 @@ ifeq ($(HAVE_CUDA),)
 	@echo "dswa: nvcc not found: building without the CUDA backend (dswa_forward_cuda returns DSWA_ERR_NO_DEVICE)"
 endif
 
-$(BUILD)/obj/%.o: src/%.c include/dswa.h $(wildcard src/*.h) $(FLAGS_STAMP) | $(BUILD)/obj
+$(BUILD)/obj/%.o: src/%.c $(LIB_HDR) $(FLAGS_STAMP)
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
-$(BUILD)/obj/%.cu.o: src/%.cu include/dswa.h src/internal.h $(wildcard src/*.cuh) $(FLAGS_STAMP) | $(BUILD)/obj
+$(BUILD)/obj/%.cu.o: src/%.cu $(LIB_HDR) $(FLAGS_STAMP)
+	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 $(BUILD)/obj/tests_%.o: tests/lib/%.c $(wildcard tests/lib/*.h) include/dswa.h $(FLAGS_STAMP) | $(BUILD)/obj
 	$(CC) $(CFLAGS) -Itests/lib -c $< -o $@
@@ -73,8 +80,8 @@ $(BUILD)/libdswa.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 $(BUILD)/libdswa.so: $(LIB_OBJ)
 	$(CC) -shared -o $@ $^ $(CUDA_LIBS) $(LDLIBS)
-$(BUILD)/dswa: $(TOOL_C) $(wildcard tools/*.h) include/dswa.h $(wildcard src/*.h) $(BUILD)/libdswa.a $(TEST_LIB_OBJ)
-	$(CC) $(CFLAGS) -Itests/lib -o $@ $(TOOL_C) $(TEST_LIB_OBJ) $(BUILD)/libdswa.a $(CUDA_LIBS) $(LDLIBS)
+$(BUILD)/dswa: $(TOOL_C) $(wildcard tools/*.h) $(LIB_HDR) $(BUILD)/libdswa.a
+	$(CC) $(CFLAGS) -o $@ $(TOOL_C) $(BUILD)/libdswa.a $(CUDA_LIBS) $(LDLIBS)
 # (every test source: test_cuda_cases.c includes test_cpu.c)
 $(BUILD)/tests/%: tests/%.c $(TESTS_C) $(wildcard tests/lib/*.h) $(BUILD)/libdswa.a $(TEST_LIB_OBJ) | $(BUILD)/tests
 	$(CC) $(CFLAGS) -Itests/lib -o $@ $< $(TEST_LIB_OBJ) $(BUILD)/libdswa.a $(CUDA_LIBS) $(LDLIBS)
@@ -97,9 +104,9 @@ bench: all
 check: all
 	$(BUILD)/dswa check
 
-# Memory-pattern probes (bench/probe_bw.cu; docs/PERF.md session 6): not part of the library.
+# Memory-pattern probes (bench/profiling/probe_bw.cu): not part of the library.
 probe: $(BUILD)/probe_bw
-$(BUILD)/probe_bw: bench/probe_bw.cu | $(BUILD)/obj
+$(BUILD)/probe_bw: bench/profiling/probe_bw.cu | $(BUILD)/obj
 ifneq ($(HAVE_CUDA),)
 	$(NVCC) -O3 -std=c++17 $(GENCODE) $< -o $@
 else
@@ -107,7 +114,7 @@ else
 endif
 
 gpu-check:
-	sh scripts/gpu-check.sh
+	bash scripts/gpu-check.sh
 
 # Registers, shared memory and spills per architecture, as ptxas reports them.
 ptxas-report:
@@ -126,7 +133,7 @@ install: all
 clean:
 	rm -rf $(BUILD)
 
-# ==== fuzz: the PTX reader of `dswa ptx-fit` (src/ptx_fit.c) ==================================
+# ==== fuzz: the PTX reader of `dswa ptx-fit` (src/ptx_fit/) ==================================
 # `make fuzz [FUZZ_SECONDS=120]` builds fuzz/ptx_fit_fuzz.c with clang's libFuzzer,
 # AddressSanitizer and UndefinedBehaviorSanitizer (any report aborts) and runs it for
 # FUZZ_SECONDS, seeded with tests/fixtures and a PTX dictionary. The corpus grows in
@@ -140,17 +147,17 @@ fuzz:
 	mkdir -p $(BUILD)/fuzz/corpus
 	$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	    -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Iinclude -Isrc \
-	    -D_POSIX_C_SOURCE=200809L fuzz/ptx_fit_fuzz.c src/ptx_fit.c -o $(BUILD)/fuzz/ptx_fit_fuzz
+	    -D_POSIX_C_SOURCE=200809L fuzz/ptx_fit_fuzz.c src/ptx_fit/ptx_fit.c -o $(BUILD)/fuzz/ptx_fit_fuzz
 	$(BUILD)/fuzz/ptx_fit_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 \
 	    -rss_limit_mb=2048 -dict=fuzz/ptx.dict -artifact_prefix=$(BUILD)/fuzz/ -print_final_stats=1 \
 	    $(BUILD)/fuzz/corpus tests/fixtures
 # ==== end of fuzz ================================================================================
 
 # ---- AOT PTX ------------------------------------------------------------------------------------
-# The kernels as PTX for TensorRT's AOT plugin path (src/aot_export.c; `dswa aot`): for each
+# The kernels as PTX for TensorRT's AOT plugin path (src/aot/export.c; `dswa aot`): for each
 # architecture in AOT_ARCHS, `nvcc -ptx` of both kernel families with the library's own device
 # flags (NVFLAGS without -gencode, so EXTRA_NVFLAGS variants export what they run), split into
-# one module per entry and embedded in the library as C strings by scripts/ptx_embed.c, so that
+# one module per entry and embedded in the library as C strings by src/aot/ptx_embed.c, so that
 # exporting needs no CUDA toolkit at run time. Only nvcc's front end runs (no ptxas): ~2 s per
 # file and architecture. BAND_STRIP is read from the preprocessed band kernel, so the exported
 # grid formula follows the source. Without nvcc none of this is built and the dswa_aot_*
@@ -158,25 +165,25 @@ fuzz:
 # other machines.
 AOT_ARCHS ?= 80 86 89 90 100 120
 AOT_DIR   := $(BUILD)/aot
-$(BUILD)/obj/aot_export.o: src/aot_ptx.h $(wildcard src/*.cuh)
+$(BUILD)/obj/aot/export.o: $(LIB_HDR)
 ifneq ($(HAVE_CUDA),)
 AOT_NVFLAGS := $(filter-out -gencode=%,$(NVFLAGS))
-AOT_DEPS  := include/dswa.h src/internal.h $(wildcard src/*.cuh) $(FLAGS_STAMP)
+AOT_DEPS  := $(LIB_HDR) $(FLAGS_STAMP)
 AOT_PTX   := $(foreach a,$(AOT_ARCHS),$(AOT_DIR)/band_sm$(a).ptx $(AOT_DIR)/wide_sm$(a).ptx)
 
-$(AOT_DIR)/band_sm%.ptx: src/cuda_kernel_band.cu $(AOT_DEPS) | $(AOT_DIR)
+$(AOT_DIR)/band_sm%.ptx: src/cuda/kernel_band.cu $(AOT_DEPS) | $(AOT_DIR)
 	$(NVCC) $(AOT_NVFLAGS) -ptx -arch=compute_$* $< -o $@
-$(AOT_DIR)/wide_sm%.ptx: src/cuda_kernel_wide.cu $(AOT_DEPS) | $(AOT_DIR)
+$(AOT_DIR)/wide_sm%.ptx: src/cuda/kernel_wide.cu $(AOT_DEPS) | $(AOT_DIR)
 	$(NVCC) $(AOT_NVFLAGS) -ptx -arch=compute_$* $< -o $@
-$(AOT_DIR)/band_strip.i: src/cuda_kernel_band.cu $(AOT_DEPS) | $(AOT_DIR)
-	printf '#include "cuda_kernel_band.cu"\ndswa_aot_band_strip = BAND_STRIP;\n' > $(AOT_DIR)/band_strip.cu
+$(AOT_DIR)/band_strip.i: src/cuda/kernel_band.cu $(AOT_DEPS) | $(AOT_DIR)
+	printf '#include "cuda/kernel_band.cu"\ndswa_aot_band_strip = BAND_STRIP;\n' > $(AOT_DIR)/band_strip.cu
 	$(NVCC) $(AOT_NVFLAGS) -E -arch=compute_$(firstword $(AOT_ARCHS)) $(AOT_DIR)/band_strip.cu -o $@
-$(AOT_DIR)/ptx_embed: scripts/ptx_embed.c | $(AOT_DIR)
+$(AOT_DIR)/ptx_embed: src/aot/ptx_embed.c | $(AOT_DIR)
 	$(CC) -O2 -std=c11 $(WARN) -D_POSIX_C_SOURCE=200809L -o $@ $<
 $(AOT_DIR)/aot_ptx_data.c: $(AOT_DIR)/ptx_embed $(AOT_DIR)/band_strip.i $(AOT_PTX)
 	$(AOT_DIR)/ptx_embed $@ $(AOT_DIR)/band_strip.i \
 	    $(foreach a,$(AOT_ARCHS),band $(a) $(AOT_DIR)/band_sm$(a).ptx wide $(a) $(AOT_DIR)/wide_sm$(a).ptx)
-$(BUILD)/obj/aot_ptx_data.o: $(AOT_DIR)/aot_ptx_data.c src/aot_ptx.h | $(BUILD)/obj
+$(BUILD)/obj/aot_ptx_data.o: $(AOT_DIR)/aot_ptx_data.c $(LIB_HDR) | $(BUILD)/obj
 	$(CC) $(CFLAGS) -c $< -o $@
 $(BUILD)/libdswa.a $(BUILD)/libdswa.so: $(BUILD)/obj/aot_ptx_data.o
 endif

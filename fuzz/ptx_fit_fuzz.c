@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptx_fit.h"
+#include "ptx_fit/ptx_fit.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -39,7 +39,7 @@ if [ "$part" = all ] || [ "$part" = tests ]; then
     fi
     step "dswa bench"
     build/dswa bench --json > "$out/bench.json" || rc=1
-    python3 scripts/bench-table.py "$out/bench.json"
+    python3 bench/profiling/bench-table.py "$out/bench.json"
 fi
 
 if [ "$part" = all ] || [ "$part" = compare ]; then

@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aot_ptx.h"
+#include "aot/ptx_blobs.h"
 #include "dswa.h"
-#include "ptx_fit.h"
+#include "ptx_fit/ptx_fit.h"
 #include "testutil.h"
 
 static const struct { const char *arch; int sm, major, minor; const char *below; } archs[] = {

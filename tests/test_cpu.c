@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dswa.h"
-#include "ref64.h"
+#include "ref/ref64.h"
 #include "testutil.h"
 #include "cuda_forward.h"
 

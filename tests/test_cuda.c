@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "dswa.h"
-#include "ref64.h"
+#include "ref/ref64.h"
 #include "testutil.h"
 
 #ifndef DSWA_HAVE_CUDA

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptx_fit.h"
+#include "ptx_fit/ptx_fit.h"
 
 static int failures, checks;
 static char *ptxas; /* NULL: assembling is skipped */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dswa.h"
-#include "ref64.h"
+#include "ref/ref64.h"
 #include "testutil.h"
 
 /* ---- buffers watched for writes -------------------------------------------------------- */

@@ -14,7 +14,7 @@
 #include <omp.h>
 
 #include "cli.h"
-#include "internal.h"
+#include "core/internal.h"
 
 /* ---- option parsing -------------------------------------------------------------------- */
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "ptx_fit.h"
+#include "ptx_fit/ptx_fit.h"
 
 int dswa_cmd_ptx_fit(int argc, char **argv);
 void dswa_help_ptx_fit(void);

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
-#include "ref64.h"
+#include "ref/ref64.h"
 
 double cli_ref_rel_error(const dswa_problem *p, const void *q, const void *k, const void *v,
                          const void *out, const int32_t *rows, int nrows, double *max_abs) {

@@ -48,23 +48,23 @@ if [ -n "${TESTS:-}" ]; then
 fi
 step "bench default"
 build/dswa bench ${BENCH_ARGS:-} --json > "$work/bench-default.json" 2>"$work/bench-default.err"
-python3 scripts/bench-table.py "$work/bench-default.json"
+python3 bench/profiling/bench-table.py "$work/bench-default.json"
 if [ -n "${FP32:-}" ]; then
     step "bench default, --math fp32"
     build/dswa bench --dtype f32 --math fp32 --json > "$work/bench-fp32.json" 2>/dev/null
-    python3 scripts/bench-table.py "$work/bench-fp32.json" | tail -n +2
+    python3 bench/profiling/bench-table.py "$work/bench-fp32.json" | tail -n +2
 fi
 for v in "$@"; do
     name=${v%%=*}
     [ -x "build-$name/dswa" ] || { echo "variant $name: build failed"; tail -n 5 "$work/build-$name.log"; continue; }
     step "bench variant $name (${v#*=})"
     "build-$name/dswa" bench ${VARIANT_BENCH_ARGS:-} --json > "$work/bench-$name.json" 2>/dev/null
-    python3 scripts/bench-table.py "$work/bench-$name.json" | tail -n +2
+    python3 bench/profiling/bench-table.py "$work/bench-$name.json" | tail -n +2
 done
 if [ $# -gt 0 ]; then
     step "bench default again (drift)"
     build/dswa bench ${VARIANT_BENCH_ARGS:-} --json > "$work/bench-default2.json" 2>/dev/null
-    python3 scripts/bench-table.py "$work/bench-default2.json" | tail -n +2
+    python3 bench/profiling/bench-table.py "$work/bench-default2.json" | tail -n +2
 fi
 tar czf "$out/ab.tgz" -C "$work" .
 step done

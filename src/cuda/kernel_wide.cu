@@ -16,7 +16,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "cuda_mma.cuh"
+#include "cuda/mma.cuh"
 
 #define DSWA_CHUNK_BYTES 8192 /* of K (and again of V) per pipeline step */
 #ifndef DSWA_STAGES

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include "internal.h"
+#include "core/internal.h"
 
 static _Thread_local char last_error[512];
 

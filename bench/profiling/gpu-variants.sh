@@ -12,5 +12,5 @@ for v in "$@"; do
         || { echo "variant $name: build failed"; continue; }
     echo "=== variant $name ($flags)"
     "build-$name/dswa" bench ${BENCH_ARGS:---dtype f32,bf16 --v full --L 1292,4096 --repeats 30} --json > "$out/variant-$name.json" 2>/dev/null
-    python3 scripts/bench-table.py "$out/variant-$name.json" | tail -n +2
+    python3 bench/profiling/bench-table.py "$out/variant-$name.json" | tail -n +2
 done

@@ -9,7 +9,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "internal.h"
+#include "core/internal.h"
 
 #define DSWA_WARPS 4                 /* warps per block, each owning 16 queries */
 #define DSWA_TILE (16 * DSWA_WARPS)  /* queries per block */

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda_common.cuh"
+#include "cuda/common.cuh"
 
 /* Compute capability (major) per device, probed once: the launch path then costs one
    cudaGetDevice. 0 = not probed yet. */

@@ -11,7 +11,7 @@ arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$work/smi.txt" 2>&1
 make -s -j"$(nproc)" GPU_ARCH="$arch" all > "$work/build.log" 2>&1 || { tail -n 30 "$work/build.log"; exit 1; }
 build/dswa bench --json > "$work/bench.json" 2> "$work/bench.err"; echo "bench rc $?"
-python3 scripts/bench-table.py "$work/bench.json"
+python3 bench/profiling/bench-table.py "$work/bench.json"
 [ -n "${STALLS:-}" ] && scripts/gpu-stalls.sh "$work" build "$STALLS"
 [ $# -gt 0 ] && scripts/gpu-variants.sh "$work" "$@"
 tar czf "$out/ab.tgz" -C "$work" .

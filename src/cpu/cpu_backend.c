@@ -25,7 +25,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <omp.h>
-#include "internal.h"
+#include "core/internal.h"
 
 /* Everything a task calls is inlined into it, so each instruction-set build of the task gets
    its own code. GCC keeps multiply-add contraction off under -std=c11; it is turned back on

@@ -4,7 +4,7 @@
  * one coalesced stream (and read-only), cudaMemcpy and a copy kernel of the same byte count: what
  * anything can reach at each size, against the floor's 2 GiB copy bandwidth.
  *
- *   make probe && build/probe_bw [L [batched]]     (or: nvcc -O3 -arch=sm_90 bench/probe_bw.cu)
+ *   make probe && build/probe_bw [L [batched]]     (or: nvcc -O3 -arch=sm_90 bench/profiling/probe_bw.cu)
  *
  * Problem: B = 1, N = 17 L, H = 24 head pairs, D = 64, window 17 each side, V with 2H heads or
  * shared. A "shape" is: queries per tile, ring buffers (loads in flight = bufs - 1), tiles per

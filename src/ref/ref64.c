@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "ref64.h"
+#include "ref/ref64.h"
 
 /* 2^e as a double, built from its bits (e in the normal range). */
 static double pow2(int e) {

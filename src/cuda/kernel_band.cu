@@ -40,7 +40,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "cuda_mma.cuh"
+#include "cuda/mma.cuh"
 
 #define BAND_ROWS (DSWA_TILE + DSWA_BAND_MAX_SPAN) /* 112 key rows */
 #define BAND_NT ((16 + DSWA_BAND_MAX_SPAN) / 8)    /* 8-key tiles of one warp's band: 8 */

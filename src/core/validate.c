@@ -3,7 +3,7 @@
    and nothing is ever written to `out` on failure. Messages name the field and its value. */
 #include <math.h>
 #include <stdint.h>
-#include "internal.h"
+#include "core/internal.h"
 
 static const char *const dims[5] = {"batch", "seq", "pair", "head", "dim"};
 

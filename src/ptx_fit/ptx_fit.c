@@ -12,7 +12,7 @@
  * not edited (comments, debug sections, formatting) is kept byte for byte. The result is
  * parsed again and checked, which also gives the "after" signature.
  */
-#include "ptx_fit.h"
+#include "ptx_fit/ptx_fit.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -25,10 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aot_ptx.h"
-#include "internal.h"
+#include "aot/ptx_blobs.h"
+#include "core/internal.h"
 #ifdef DSWA_HAVE_CUDA
-#include "cuda_common.cuh"
+#include "cuda/common.cuh"
 #endif
 
 /* ---- targets ----------------------------------------------------------------------------- */

@@ -3,7 +3,7 @@
 #ifndef DSWA_CUDA_MMA_CUH
 #define DSWA_CUDA_MMA_CUH
 
-#include "cuda_common.cuh"
+#include "cuda/common.cuh"
 
 /* Round K/V to TF32 (1) or let the tensor core truncate their low mantissa bits (0). */
 #ifndef DSWA_KV_CVT
