@@ -52,6 +52,15 @@ class AotInfo(_c.Structure):                   # dswa_aot_info
                 ("dynamic_shared_bytes", _c.c_uint), ("grid", _c.c_char_p * 3),
                 ("tile", _c.c_int), ("strip", _c.c_int), ("has_problem", _c.c_int),
                 ("grid_dims", _c.c_uint * 3), ("storage_", _c.c_void_p)]
+    # dswa.h is dropping `tile` and `strip` (the grid formulas replace them). Both layouts are
+    # read: a tile is never 0 or 1, so tile in (0, 1) means the fields after `grid` sit 8 bytes
+    # earlier (tile's slot holds has_problem). test_layout.py checks this against the header.
+
+    def problem_fields(self):
+        """(has_problem, grid_dims) whichever layout the library has."""
+        if self.tile not in (0, 1):
+            return self.has_problem, tuple(self.grid_dims)
+        return self.tile, (self.strip, self.has_problem, self.grid_dims[0])
 
 
 class LibraryNotFound(RuntimeError):
@@ -89,6 +98,7 @@ _SIGNATURES = [
      [_c.c_char_p, _c.c_int, _c.c_int, _c.c_int32, _c.c_int32, _c.POINTER(AotInfo)]),
     ("dswa_aot_kernel_for", _c.c_int, [_c.c_char_p, _P, _c.POINTER(AotInfo)]),
     ("dswa_aot_info_free", None, [_c.POINTER(AotInfo)]),
+    ("dswa_view_span", _c.c_int64, [_P, _c.POINTER(Layout), _c.c_int]),
 ]
 
 
@@ -138,8 +148,24 @@ def float_bits(x):
     return struct.unpack("<i", struct.pack("<f", x))[0]
 
 
+class AotParam:
+    """One kernel parameter of an export (dswa_aot_param): name, kind ("input", "extra",
+    "output"), meaning, expr and expr_shared_v (formulas, see formula()), value (the value for
+    the problem of dswa_aot_kernel_for, else None)."""
+    __slots__ = ("name", "kind", "meaning", "expr", "expr_shared_v", "value")
+
+    def __init__(self, **kw):
+        for k, v in kw.items():
+            setattr(self, k, v)
+
+    def __repr__(self):
+        return f"<{self.kind} {self.name} = {self.expr}>"
+
+
 class AotKernel:
-    """An exported kernel (dswa_aot_info) copied into Python objects."""
+    """An exported kernel (dswa_aot_info) copied into Python objects. The launch facts are the
+    library's: params (in launch order) with their formulas, grid formulas, block, shared
+    memory; nothing here recomputes them."""
 
     def __init__(self, info):
         s = lambda b: b.decode() if b is not None else None  # noqa: E731
@@ -148,18 +174,90 @@ class AotKernel:
         self.ptx_isa = (info.ptx_isa_major, info.ptx_isa_minor)
         self.dtype, self.math, self.head_dim = info.dtype, info.math, info.head_dim
         self.window_left, self.window_right = info.window_left, info.window_right
-        p = info.params[:info.n_params]
-        self.params = [(s(x.name), ("input", "extra", "output")[x.kind]) for x in p]
-        self.extras = [s(x.name) for x in p if x.kind == 1]
-        self.values = [x.value for x in p if x.kind == 1] if info.has_problem else None
+        has_problem, grid_dims = info.problem_fields()
+        kinds = ("input", "extra", "output")
+        self.params = [AotParam(name=s(x.name), kind=kinds[x.kind], meaning=s(x.meaning),
+                                expr=s(x.expr), expr_shared_v=s(x.expr_shared_v),
+                                value=x.value if has_problem and x.kind == 1 else None)
+                       for x in info.params[:info.n_params]]
+        self.extras = [p.name for p in self.params if p.kind == "extra"]
+        self.values = [p.value for p in self.params if p.kind == "extra"] \
+            if has_problem else None
         self.block = tuple(info.block)
         self.shared_bytes, self.dynamic_shared_bytes = info.shared_bytes, info.dynamic_shared_bytes
         self.grid = tuple(s(g) for g in info.grid)
-        self.tile, self.strip = info.tile, info.strip
-        self.grid_dims = tuple(info.grid_dims) if info.has_problem else None
+        self.grid_dims = grid_dims if has_problem else None
+
+    def launch(self, env, shared_v, lift=None, minimum=None):
+        """(extras, grid) from the library's formulas with the names in env (B, N, H, D as
+        ints or symbolic expressions; see formula()); shared_v: V is (B, N, H, D)."""
+        extras = [formula(p.expr_shared_v if shared_v else p.expr, env, lift, minimum)
+                  for p in self.params if p.kind == "extra"]
+        return extras, tuple(formula(g, env, lift, minimum) for g in self.grid)
 
     def __repr__(self):
         return f"<dswa AOT kernel {self.name} ({self.family}) for {self.target}>"
+
+
+def formula(text, env, lift=None, minimum=None):
+    """Evaluates one of the library's launch formulas ("N * 2 * H * D", "min(17, N - 1)",
+    "(N + 63) // 64", "float_bits(scale)"): integers, the names in env, + - * //, parentheses,
+    min(a, b) and float_bits(x) (the int32 with the bits of the fp32 x; `lambda` is looked up
+    as "lambda_"). env values are ints or symbolic expressions that support + - * // with an
+    int on their right (TensorRT's ShapeExpr); lift(int) makes a symbolic constant for an int
+    on the left of - and //, and minimum(a, b) takes the minimum of symbolic values. A formula
+    with anything else is an error: the library and this package would not match."""
+    import ast
+
+    def fail(why):
+        raise RuntimeError(f"dswa: launch formula {text!r}: {why} (libdswa.so and the dswa "
+                           "package do not match)")
+
+    def sym(x):
+        return not isinstance(x, int)
+
+    def ev(n):
+        if isinstance(n, ast.Constant) and type(n.value) is int:
+            return n.value
+        if isinstance(n, ast.Name):
+            if n.id not in env:
+                fail(f"unknown name {n.id}")
+            return env[n.id]
+        if isinstance(n, ast.BinOp):
+            a, b = ev(n.left), ev(n.right)
+            op = type(n.op)
+            if op in (ast.Add, ast.Mult):
+                if sym(b) and not sym(a):
+                    a, b = b, a                   # a symbolic value goes on the left
+                return a + b if op is ast.Add else a * b
+            if op in (ast.Sub, ast.FloorDiv):
+                if not sym(a) and sym(b):
+                    a = lift(a) if lift else fail("an int left of a symbolic value")
+                return a - b if op is ast.Sub else a // b
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and not n.keywords:
+            if n.func.id == "float_bits" and len(n.args) == 1:
+                x = ev(n.args[0])
+                if isinstance(x, float):
+                    return float_bits(x)
+            if n.func.id == "min" and len(n.args) == 2:
+                args = [ev(a) for a in n.args]
+                return min(args) if not any(map(sym, args)) else (minimum or fail)(*args)
+        fail(f"cannot evaluate {ast.dump(n)}")
+
+    try:
+        tree = ast.parse(text.replace("lambda", "lambda_"), mode="eval")
+    except SyntaxError:
+        fail("not a formula")
+    return ev(tree.body)
+
+
+def validate(problem):
+    """dswa_validate of `problem` with stand-in pointers (never dereferenced; apart, so that
+    the overlap check passes): raises the library's refusal as ValueError."""
+    span = max(lib().dswa_view_span(_c.byref(problem), _c.byref(problem.out), 1), 0) * 4
+    o = 4096
+    i = o + ((span + 4095) & ~255) + 256
+    check(lib().dswa_validate(_c.byref(problem), i, i, i, o))
 
 
 def _arch(arch):

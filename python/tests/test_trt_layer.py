@@ -1,0 +1,33 @@
+"""dswa.trt through TensorRT's real plugin layer (trt_layer_check.py), once per TensorRT in
+$DSWA_TRT_SITES (a colon list of directories, each a `pip install --no-deps --target` of a
+tensorrt-cu1x-bindings wheel; python/tests/install_deps.sh makes them). Each version runs in its
+own process, so two TensorRT versions never share one. Skipped (visibly) when it is unset."""
+import os
+import subprocess
+import sys
+
+from _util import skip
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def sites():
+    s = [x for x in os.environ.get("DSWA_TRT_SITES", "").split(":") if x]
+    if not s:
+        skip("skipped: DSWA_TRT_SITES is not set (sh python/tests/install_deps.sh PREFIX "
+             "installs TensorRT's plugin layer and prints it)")
+    return s
+
+
+def test_trt_plugin_layer():
+    failed = []
+    for site in sites():
+        if not os.path.isdir(os.path.join(site, "tensorrt_bindings", "plugin")):
+            failed.append(f"{site}: no tensorrt_bindings/plugin there")
+            continue
+        r = subprocess.run([sys.executable, os.path.join(HERE, "trt_layer_check.py"), site],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        print(r.stdout)
+        if r.returncode != 0:
+            failed.append(f"{site}: exit {r.returncode}\n{r.stdout[-6000:]}")
+    assert not failed, "\n".join(failed)

@@ -1,0 +1,415 @@
+"""dswa.trt against TensorRT's real plugin layer (tensorrt.plugin from one bindings wheel, in
+SITE) with trt_standin.py in place of the compiled core. One TensorRT version per process:
+
+    python3 python/tests/trt_layer_check.py SITE      # prints PASS/FAIL per check, exit 1 on FAIL
+
+Every registration goes through TensorRT's own decorators and validators; every build through
+its plugin classes (creator, get_output_*, autotune combinations, get_launch_params,
+get_kernel, fields to serialize), driven in the builder's order by trt_standin.Builder.
+"""
+import os
+import sys
+import traceback
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
+
+import numpy as np  # noqa: E402
+
+import trt_standin  # noqa: E402
+
+SITE = sys.argv[1]
+ARCH = os.environ.get("DSWA_TEST_TRT_ARCH", "")     # default: the first target the library has
+
+
+def expect(exc, fragment, fn, *a, **kw):
+    try:
+        fn(*a, **kw)
+    except exc as e:
+        assert fragment in str(e), f"{fragment!r} not in {str(e)!r}"
+        return str(e)
+    raise AssertionError(f"no {exc.__name__} (expected one saying {fragment!r})")
+
+
+# ---- before TensorRT is importable: the messages for a missing / too old TensorRT ----------
+import dswa.trt as dt  # noqa: E402
+from dswa import _lib  # noqa: E402
+
+checks = []
+
+
+def check(fn):
+    checks.append(fn)
+    return fn
+
+
+@check
+def no_tensorrt_messages():
+    sys.modules["tensorrt"] = None                    # import tensorrt fails
+    expect(RuntimeError, "is not installed", dt.register, "dswatest::x")
+    old = types.ModuleType("tensorrt")
+    old.__version__ = "10.5.0"
+    old.__path__ = []                                 # a package without .plugin
+    sys.modules["tensorrt"] = old
+    expect(RuntimeError, "TensorRT 10.5.0 is installed but has no tensorrt.plugin",
+           dt.register, "dswatest::x")
+    del sys.modules["tensorrt"]
+
+
+for fn in list(checks):
+    fn()
+checks.clear()
+trt, trtp = trt_standin.load(SITE)
+VERSION = trt.__version__
+HAS_AOT = hasattr(trtp, "aot_impl")
+B_ = trt_standin.Builder(trt, trtp)
+TRT_DT = {_lib.F32: trt.float32, _lib.F16: trt.float16, _lib.BF16: trt.bfloat16}
+if not ARCH:
+    ARCH = dt._some_arch()
+D = 64
+PROFILE = {"B": (1, 2, 4), "N": (1, 300, 5000)}
+
+
+def registered(pid):
+    tl = sys.modules["tensorrt.plugin._lib"]
+    ns, name = pid.split("::")
+    space = trtp.op.__dict__.get(ns)
+    return (pid in tl.QDP_REGISTRY, space is not None and name in space.__dict__,
+            trt.get_plugin_registry().get_creator(name, "1", ns) is not None)
+
+
+def inputs(dtype, H, shared, dims=("B", "N")):
+    t = TRT_DT[dtype]
+    return [(t, dims + (2 * H, D)), (t, dims + (2 * H, D)), (t, dims + ((H if shared else 2 * H), D))]
+
+
+def build(pid, dtype, H, shared, request="UNKNOWN", profile=PROFILE, dims=("B", "N"), ins=None):
+    return B_.build(pid, ins or inputs(dtype, H, shared, dims), {"config": dt.attrs(pid)},
+                    profile, request)
+
+
+def problem(B, N, H, dtype, shared, cfg):
+    p = _lib.lib().dswa_problem_default(B, N, H, D, 0)
+    p.window_left, p.window_right = cfg.window_left, cfg.window_right
+    p.scale = D ** -0.5 if cfg.scale is None else cfg.scale
+    p.lambda_, p.dtype, p.math = cfg.lam, dtype, _lib.MATH[cfg.math]
+    if shared:
+        p.v = _lib.layout((N * H * D, H * D, D, 1), H, 1)
+    return p
+
+
+# ---- registration ---------------------------------------------------------------------------
+@check
+def register_signatures_and_capabilities():
+    """TensorRT's validators accept register/impl/aot_impl/autotune (they run inside
+    trtp.register & co.); without aot_impl (10.6-10.8) nothing is left half-registered."""
+    if HAS_AOT:
+        dt.register(dt.PLUGIN_ID, arch=ARCH)                          # SAME-L defaults
+        dt.register(dt.PLUGIN_ID, arch=ARCH)                          # same again: no-op
+        expect(ValueError, "already registered with other settings", dt.register,
+               dt.PLUGIN_ID, window=9, arch=ARCH)
+        dt.register("dswatest::both", arch=ARCH, impl="both")
+        assert registered("dswatest::both") == (True, True, True)
+        return
+    pid = "dswatest::noaot"
+    expect(RuntimeError, "has no aot_impl (added in 10.9)", dt.register, pid)
+    assert registered(pid) == (False, False, False), registered(pid)
+    dt.register(pid, impl="jit")                  # the retry works: nothing was left behind
+    assert registered(pid) == (True, True, True)
+
+
+@check
+def register_is_atomic():
+    """A failure inside the decorators (here: autotune's, forced) undoes the registration."""
+    pid = "dswatest::atomic"
+    real = trtp.autotune
+
+    def broken(plugin_id):
+        raise ValueError("forced failure")
+    trtp.autotune = broken
+    try:
+        expect(ValueError, "forced failure", dt.register, pid, impl="aot" if HAS_AOT else "jit",
+               arch=ARCH if HAS_AOT else None)
+    finally:
+        trtp.autotune = real
+    assert registered(pid) == (False, False, False), registered(pid)
+    dt.register(pid, impl="aot" if HAS_AOT else "jit", arch=ARCH if HAS_AOT else None)
+    assert registered(pid) == (True, True, True)
+
+
+@check
+def bad_settings_refused_with_library_messages():
+    """register() refuses what the library refuses, with the library's own message."""
+    for kw, field in (({"window": -1}, "window_left"), ({"window_right": -3}, "window_right"),
+                      ({"scale": float("inf")}, "scale"), ({"lam": float("nan")}, "lambda")):
+        cfg = dict(window=17, window_left=None, window_right=None, scale=None, lam=1.0)
+        cfg.update(kw)
+        p = _lib.lib().dswa_problem_default(1, 1, 1, 64, 0)
+        p.window_left = cfg["window"] if cfg["window_left"] is None else cfg["window_left"]
+        p.window_right = cfg["window"] if cfg["window_right"] is None else cfg["window_right"]
+        p.scale = 1.0 if cfg["scale"] is None else cfg["scale"]
+        p.lambda_ = cfg["lam"]
+        lib_msg = expect(ValueError, field, _lib.validate, p)       # the library's words
+        msg = expect(ValueError, field, dt.register, "dswatest::bad", **kw)
+        assert msg == lib_msg, (msg, lib_msg)
+        assert registered("dswatest::bad") == (False, False, False)
+    expect(ValueError, "math = 'fast'", dt.register, "dswatest::bad", math="fast")
+    expect(ValueError, "impl = 'both2'", dt.register, "dswatest::bad", impl="both2")
+    expect(ValueError, "window_left = 1.5: must be an int", dt.register, "dswatest::bad",
+           window=1.5)
+    expect(ValueError, "must fit in int32", dt.register, "dswatest::bad", window=2 ** 31)
+    if HAS_AOT:
+        expect(ValueError, "fp32-accurate kernel is the band kernel only", dt.register,
+               "dswatest::bad", window_left=5, window_right=50, math="fp32", arch=ARCH)
+        expect(ValueError, "arch = sm_75: not exported", dt.register, "dswatest::bad",
+               arch="sm_75")
+        os.environ["DSWA_TRT_ARCH"] = "sm_91"
+        try:
+            expect(ValueError, "DSWA_TRT_ARCH = sm_91: dswa: invalid argument: arch = sm_91: "
+                   "not exported", dt.register, "dswatest::bad")
+        finally:
+            del os.environ["DSWA_TRT_ARCH"]
+        assert registered("dswatest::bad") == (False, False, False)
+
+
+@check
+def config_attribute_round_trips():
+    for c in (dt.config(), dt.config(window_left=5, window_right=50, scale=0.2, lam=0.5),
+              dt.config(0, math="fp32"), dt.config(3, scale=1e-3, lam=-2.75, math="tf32")):
+        assert dt.parse(str(c)) == c, (str(c), dt.parse(str(c)))
+    assert str(dt.config()) == "window_left=17;window_right=17;scale=default;lambda=1.0;" \
+        "math=default"
+    expect(ValueError, "expected window_left=...", dt.parse, "window=17")
+    expect(ValueError, "window_left = -1: must be >= 0", dt.parse,
+           "window_left=-1;window_right=17;scale=default;lambda=1.0;math=default")
+    expect(ValueError, "could not convert", dt.parse,
+           "window_left=1;window_right=17;scale=x;lambda=1.0;math=default")
+
+
+# ---- launches ---------------------------------------------------------------------------------
+WINDOWS = [(17, 17), (0, 0), (5, 50), (48, 0), (3, 40), (100, 2), (1, 300)]
+SIZES = [(1, 1), (1, 2), (2, 5), (1, 17), (3, 18), (1, 63), (2, 64), (1, 65), (4, 100),
+         (1, 1000), (2, 4097), (1, 5000)]
+
+
+@check
+def launch_matches_library():
+    """For every dtype, both V layouts, band/wide/asymmetric windows and H in {1, 3, 24}: one
+    build with dynamic (B, N); its symbolic extras, grid, block and shared memory evaluated at
+    each (B, N) equal what dswa_aot_kernel_for computes for that problem."""
+    if not HAS_AOT:
+        return "skipped: no aot_impl in this TensorRT"
+    n = 0
+    for wi, (wl, wr) in enumerate(WINDOWS):
+        maths = ["default", "fp32"] if wl + wr <= 48 else ["default"]
+        for math in maths:
+            pid = f"dswatest::w{wi}_{math}"
+            dt.register(pid, window_left=wl, window_right=wr, math=math, arch=ARCH,
+                        lam=0.75 if wi % 2 else 1.0, scale=None if wi % 3 else 0.3)
+            cfg = dt.parse(dt.attrs(pid))
+            for dtype in (_lib.F32, _lib.F16, _lib.BF16):
+                if math == "fp32" and dtype != _lib.F32:
+                    continue
+                for H in (1, 3, 24):
+                    for shared in (True, False):
+                        b = build(pid, dtype, H, shared)
+                        assert b.aot and b.supported
+                        assert b.output_types == [TRT_DT[dtype]]
+                        assert [repr(x) for x in b.output_shapes[0]] == ["B", "N", str(H), "64"]
+                        assert all(t == trt.PluginArgDataType.INT32 for t in b.extra_types)
+                        for B, N in SIZES:
+                            env = {"B": B, "N": N}
+                            ref = _lib.aot_kernel_for(ARCH, problem(B, N, H, dtype, shared, cfg))
+                            got = [e.value(env) for e in b.extras]
+                            assert got == ref.values, (pid, dtype, H, shared, B, N, got,
+                                                       ref.values)
+                            g = tuple(b.launch[k].value(env) for k in ("grid_x", "grid_y",
+                                                                        "grid_z"))
+                            assert g == ref.grid_dims, (g, ref.grid_dims)
+                            blk = tuple(b.launch[k].value(env) for k in ("block_x", "block_y",
+                                                                          "block_z"))
+                            assert blk == ref.block, (blk, ref.block)
+                            assert b.launch["shared_mem"].value(env) == ref.dynamic_shared_bytes
+                            # the kernel: the library's for these windows at every N above
+                            # them; below, the library clamps the windows first and may take
+                            # the band kernel where the engine keeps the (any-window) wide one
+                            if N > max(wl, wr) or ref.family == "wide" or wl + wr <= 48:
+                                assert b.kernel_name == ref.name, (b.kernel_name, ref.name, N)
+                            ptx = b.ptx.decode()
+                            assert f".entry {b.kernel_name}(" in ptx
+                            assert f".target {ARCH}\n" in ptx
+                            n += 1
+    return f"{n} launches compared"
+
+
+@check
+def fixed_shapes_fold_and_match():
+    """Static shapes: every expression folds to a constant (aot_impl then compares them with
+    the library's itself), equal to dswa_aot_kernel_for's."""
+    if not HAS_AOT:
+        return "skipped: no aot_impl in this TensorRT"
+    cfg = dt.parse(dt.attrs(dt.PLUGIN_ID))
+    for B, N in ((1, 1), (1, 4352), (3, 21964)):
+        b = build(dt.PLUGIN_ID, _lib.BF16, 24, True, dims=(B, N), profile={})
+        assert all(e.is_constant() for e in b.extras)
+        ref = _lib.aot_kernel_for(ARCH, problem(B, N, 24, _lib.BF16, True, cfg))
+        assert [e.const for e in b.extras] == ref.values
+        assert tuple(b.launch[k].const for k in ("grid_x", "grid_y", "grid_z")) == ref.grid_dims
+
+
+@check
+def creation_defaults():
+    """Which implementation the builder gets for each network flag."""
+    if not HAS_AOT:
+        b = build("dswatest::noaot", _lib.F16, 2, True)
+        assert not b.aot
+        return "JIT only (no aot_impl)"
+    for req in ("UNKNOWN", "PREFER_AOT", "PREFER_JIT", "STRICT_AOT"):
+        assert build(dt.PLUGIN_ID, _lib.F16, 2, True, request=req).aot, req
+    expect(ValueError, "JIT implementation requested, but not defined", build, dt.PLUGIN_ID,
+           _lib.F16, 2, True, request="STRICT_JIT")
+    expect(ValueError, "PREFER_AOT_PYTHON_PLUGINS", build, "dswatest::both", _lib.F16, 2, True)
+    assert build("dswatest::both", _lib.F16, 2, True, request="PREFER_AOT").aot
+    assert not build("dswatest::both", _lib.F16, 2, True, request="PREFER_JIT").aot
+
+
+# ---- refusals at build time --------------------------------------------------------------------
+@check
+def bad_layers_refused_at_build():
+    pid = dt.PLUGIN_ID if HAS_AOT else "dswatest::noaot"
+    t32, t16, tbf = trt.float32, trt.float16, trt.bfloat16
+    mixes = [(t32, t16, t32), (tbf, tbf, t16), (t16, t32, t32), (trt.int32,) * 3]
+    for mix in mixes:
+        ins = [(t, ("B", "N", 4, D)) for t in mix]
+        expect(ValueError, "all three must be one of float32", build, pid, 0, 2, False, ins=ins)
+        # TensorRT's own negotiation, from the autotune declaration: not offered either
+        plugin = trt.get_plugin_registry().get_creator(*pid.split("::")[::-1][:1], "1",
+                                                        pid.split("::")[0])
+        assert plugin is not None
+    b = build(pid, _lib.F16, 2, True)
+    assert set(b.combinations) == {(t,) * 4 for t in (t32, t16, tbf)}, b.combinations
+    expect(ValueError, "config", B_.build, pid, inputs(_lib.F16, 2, True),
+           {"config": str(dt.config(9))}, PROFILE)
+    shape_cases = [
+        ([(t16, ("B", "N", 4, D)), (t16, ("B", "N", 6, D)), (t16, ("B", "N", 4, D))],
+         "k_bat.shape[2] = 6 but q_bat.shape[2] = 4"),
+        ([(t16, ("B", "N", 4, D)), (t16, ("B", "N", 4, D)), (t16, ("B", "N", 3, D))],
+         "v_bat.shape[2] = 3: must be 2H = 4, or H = 2"),
+        ([(t16, ("B", "N", 5, D))] * 3, "q_bat.shape[2] = 5: must be 2H, even"),
+        ([(t16, ("B", "N", 4, "D"))] * 3, "q_bat.shape[3] (D) is dynamic"),
+        ([(t16, ("B", "N", "H", D))] * 3, "q_bat.shape[2] = dynamic"),
+        ([(t16, ("B", "N", 4))] * 3, "q_bat has rank 3: must be 4"),
+        ([(t16, ("B", 100, 4, D)), (t16, ("B", "N", 4, D)), (t16, ("B", 100, 4, D))],
+         "k_bat.shape[1] = dynamic but q_bat.shape[1] = 100"),
+        ([(t16, ("B", "N", 4, D)), (t16, ("B", "N", 4, D)), (t16, ("B", "N", 4, 32))],
+         "v_bat.shape[3] = 32 but q_bat.shape[3] = 64"),
+    ]
+    prof = dict(PROFILE, D=(32, 64, 64), H=(4, 4, 4))
+    for ins, msg in shape_cases:
+        expect(ValueError, msg, B_.build, pid, ins, {"config": dt.attrs(pid)}, prof)
+    if not HAS_AOT:
+        return
+    # what only the profile shows: caught in aot_impl, with the library's message where it has one
+    lib_cases = [
+        ({"B": (1, 1, 1), "N": (0, 64, 100)}, "N = 0", "an empty problem launches no kernel"),
+        ({"B": (0, 1, 1), "N": (1, 64, 100)}, "B = 0", "an empty problem launches no kernel"),
+        ({"B": (1, 1, 8), "N": (1, 64, 2 ** 20)}, "max", "int32"),
+    ]
+    for prof, where, msg in lib_cases:
+        e = expect(ValueError, msg, build, pid, _lib.F16, 24, False, profile=prof)
+        assert where in e, e
+    big = {"B": (1, 1, 1), "N": (1, 64, 2 ** 31)}
+    expect(ValueError, "the kernels take B and N as int32", build, pid, _lib.F16, 2, False,
+           profile=big)
+    # D other than 64: the library's refusal, with its message
+    ins = [(t16, ("B", "N", 4, 32))] * 3
+    e = expect(ValueError, "head_dim", B_.build, pid, ins, {"config": dt.attrs(pid)}, PROFILE)
+    assert "at the profile's min" in e
+    # q and k dynamic with different profile ranges
+    ins = [(t16, ("B", "N", 4, D)), (t16, ("B", "M", 4, D)), (t16, ("B", "N", 4, D))]
+    expect(ValueError, "k_bat's N (dim 1) ranges over min/opt/max [1, 300, 4000]", B_.build,
+           pid, ins, {"config": dt.attrs(pid)}, dict(PROFILE, M=(1, 300, 4000)))
+
+
+# ---- the JIT path: serialization and the trtp.op call --------------------------------------
+@check
+def jit_fields_round_trip():
+    """A JIT plugin serializes `config`; a plugin created from those fields at run time (an
+    engine loaded in another process) runs the engine's settings, not this process's."""
+    pid = "dswatest::both" if HAS_AOT else "dswatest::noaot"
+    b = build(pid, _lib.F16, 2, True, request="PREFER_JIT" if HAS_AOT else "UNKNOWN")
+    assert not b.aot
+    f = b.serialized["config"]
+    assert f.type == trt.PluginFieldType.CHAR
+    text = f.data.tobytes().decode()
+    assert text == dt.attrs(pid), (text, dt.attrs(pid))
+    # the runtime side: creator.create_plugin(RUNTIME) with the engine's fields, then enqueue
+    # (at run time TensorRT calls no build-phase method: only enqueue)
+    other = str(dt.config(window_left=2, window_right=7, scale=0.25, lam=0.5, math="tf32"))
+    ns, name = pid.split("::")
+    creator = trt.get_plugin_registry().get_creator(name, "1", ns)
+    fields = trt.PluginFieldCollection([trt.PluginField("config", other.encode(),
+                                                        trt.PluginFieldType.CHAR)])
+    if HAS_AOT:
+        plg = creator.create_plugin(name, ns, fields, trt.TensorRTPhase.RUNTIME,
+                                    trt.QuickPluginCreationRequest.STRICT_JIT)
+    else:
+        plg = creator.create_plugin(name, ns, fields, trt.TensorRTPhase.RUNTIME)
+    assert plg.attrs == {"config": other}
+    seen = {}
+
+    class FakeLib:             # the library, with dswa_forward_cuda recording its problem
+        def __getattr__(self, name):
+            return getattr(real(), name)
+
+        def dswa_forward_cuda(self, p, q, k, v, o, stream):
+            pr = p._obj
+            seen.update(wl=pr.window_left, wr=pr.window_right, scale=pr.scale, lam=pr.lambda_,
+                        math=pr.math, H=pr.heads, vpair=pr.v.pair, ptrs=(q, k, v, o),
+                        stream=stream)
+            return 0
+    real = _lib.lib
+    _lib.lib = lambda: FakeLib()
+    try:
+        descs = []
+        for i, h in enumerate((4, 4, 2, 2)):
+            d = trt.PluginTensorDesc()
+            d.dims, d.type = trt.Dims([1, 10, h, D]), trt.float16
+            descs.append(d)
+        plg.enqueue(descs[:3], descs[3:], [1024, 2048, 3072], [4096],
+                    [(40 * h * D // 10, h * D, D, 1) for h in (4, 4, 2)], [(10 * 2 * D, 2 * D, D, 1)],
+                    77)
+    finally:
+        _lib.lib = real
+    assert seen == {"wl": 2, "wr": 7, "scale": 0.25, "lam": 0.5, "math": _lib.MATH["tf32"],
+                    "H": 2, "vpair": 0, "ptrs": (1024, 2048, 3072, 4096), "stream": 77}, seen
+
+
+@check
+def network_call_with_current_numpy():
+    """trtp.op.<ns>.<name>(q, k, v, config=...) -- the network API's path (the one a `num_heads:
+    int` attribute broke with NumPy >= 2.4 before TensorRT 11.4) -- creates the plugin."""
+    pid = dt.PLUGIN_ID if HAS_AOT else "dswatest::noaot"
+    ts = [trt.ITensor() for _ in range(3)]
+    make = dt.op(*ts, plugin_id=pid)
+    if callable(make):         # 10.9+: a function of the creation request
+        make = make(trt.QuickPluginCreationRequest.UNKNOWN) if HAS_AOT else make()
+    ins, _, plg = make
+    assert ins == ts and plg.attrs == {"config": dt.attrs(pid)}
+    expect(ValueError, "Unexpected attribute num_heads", lambda: getattr(
+        trtp.op, pid.split("::")[0]).__dict__[pid.split("::")[1]](*ts, num_heads=24))
+    return f"numpy {np.__version__}"
+
+
+failed = 0
+for fn in checks:
+    try:
+        note = fn()
+        print(f"PASS  {VERSION} {fn.__name__}" + (f" ({note})" if note else ""), flush=True)
+    except Exception:
+        failed += 1
+        print(f"FAIL  {VERSION} {fn.__name__}", flush=True)
+        traceback.print_exc()
+print(f"TensorRT {VERSION} plugin layer ({SITE}): {len(checks) - failed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
