@@ -1,23 +1,39 @@
 /* `dswa bench` — the main job: SAME-L shapes per dtype and V layout, timed on the CUDA backend
-   (or the CPU backend), against the copy bandwidth measured in the same run, with each row's
-   output checked against the float64 reference on sampled rows. */
+   (or the CPU backend), each row's output checked against the float64 reference on sampled
+   rows. On the GPU a row is timed as an engine runs it: a CUDA graph of GRAPH_CALLS
+   back-to-back calls on the same buffers, replayed; and beside it the fastest same-size copy
+   (the same bytes read + written, cudaMemcpyAsync or our own copy kernel) timed the same
+   way, hot and with the inputs rotated over buffers that exceed the L2 (cold). */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "gpu.h"
 
 #define SAME_H 24
 #define SAME_D 64
 #define SAME_W 17
 #define MAX_SHAPES 32
+#define MAX_ROWS (MAX_SHAPES * 6)
+#define GRAPH_CALLS 20        /* calls per graph: what an engine's kernel-after-kernel looks like */
+#define GPU_REPLAYS 10        /* timed replays per graph (median, min, max) */
+#define GPU_WARM 2            /* untimed replays first */
+#define GPU_PLAIN_CALLS 20    /* plain calls, each between two events (call_ms) */
+#define CPU_MIN_CALLS 10      /* the CPU median: at least this many calls ... */
+#define CPU_MIN_SECONDS 2.0   /* ... and at least this long, */
+#define CPU_MAX_CALLS 200     /* ... and at most this many */
+#define COLD_L2_FACTOR 2      /* cold: the other buffers between two uses of one exceed 2 x L2 */
+#define MAX_COLD_BUFFERS 64
 
 enum { V_BOTH = 0, V_FULL = 1, V_SHARED = 2 };
 enum { ROW_OK = 0, ROW_FAIL, ROW_UNSUPPORTED, ROW_ERROR };
+enum { COLD_AUTO = 0, COLD_ALL, COLD_NONE };
 
 typedef struct bench_opts {
     cli_backend backend;
@@ -27,10 +43,20 @@ typedef struct bench_opts {
     int dtypes[3];
     dswa_math math;
     int vmode;
-    int repeats, warmup, rows;  /* -1: the backend's default */
+    int32_t wl, wr;
+    int cold;
+    int repeats, warmup, rows;  /* repeats, warmup: -1 for the backend's default */
     uint64_t seed;
     int json;
 } bench_opts;
+
+typedef struct cold_result {
+    int done;
+    int buffers, copy_buffers;      /* buffer sets the calls / copies rotate over */
+    gpu_stats time, copy;
+    char copy_method[96];
+    char msg[200];                  /* why it was not measured, when not done */
+} cold_result;
 
 typedef struct bench_row {
     int64_t l, n;
@@ -39,19 +65,37 @@ typedef struct bench_row {
     int status;
     char msg[320];
     double min_bytes, flops, floor_ms;
-    double time_ms, mean_ms, best_ms;   /* median, batched mean (GPU), fastest */
+    gpu_stats time;                     /* ms per call: GPU graph replays / CPU calls */
     double call_ms;                     /* GPU: median of plain calls between two events */
-    double gbs, pct, gflops, gflops_core;
+    gpu_stats copy;                     /* GPU: the fastest same-size copy, per copy */
+    char copy_method[96];
+    cold_result cold;
+    double gbs, pct_floor, pct_copy, gflops, gflops_core;
     double rel_err, max_abs, tol;
     int64_t unwritten;
 } bench_row;
+
+/* The fastest copy of a size, kept for the rows that move the same bytes (f16 and bf16). */
+typedef struct copy_memo {
+    size_t bytes;
+    int nbuf;
+    gpu_stats st;
+    char method[96];
+} copy_memo;
 
 typedef struct bench_ctx {
     const bench_opts *o;
     int cuda;                   /* 1: CUDA backend, 0: CPU backend */
     int threads;
-    double copy_gbs;
+    int repeats, warmup;        /* the options, or the backend's defaults */
+    double copy_gbs;            /* the floor's bandwidth */
     char copy_method[160];      /* how copy_gbs was measured */
+    double memcpy_graph_gbs, kernel_graph_gbs;   /* 2 GiB copies in graphs */
+    char kernel_graph_cfg[96];
+    size_t l2_bytes;
+    char cpu_features[96];
+    copy_memo memo[2 * MAX_ROWS];
+    int nmemo;
     double t0;
     int fatal;                  /* a CUDA call failed: the remaining rows are not run */
     char fatal_msg[320];
@@ -72,79 +116,195 @@ static void progress(const bench_ctx *c, const char *fmt, ...) {
     fflush(stderr);
 }
 
+static const char bench_help_text[] =
+    "usage: dswa bench [options]\n"
+    "\n"
+    "The main job: times the forward pass at SAME-L shapes (B=1, H=24, D=64, WL=WR=17 unless\n"
+    "--window says otherwise, scale=1/8, lambda=1, N = 17*L) for each dtype and V layout.\n"
+    "On the GPU each row is timed as an engine runs it: a CUDA graph of 20 back-to-back calls\n"
+    "on the same buffers, replayed (median, min and max over the replays, per call); beside it\n"
+    "the fastest same-size copy, the same bytes read + written (dswa_min_bytes), the better of\n"
+    "cudaMemcpyAsync and a copy kernel of the tool's own over several shapes, in the same kind\n"
+    "of graph. Columns:\n"
+    "  time_ms  median per call over the graph replays (GPU) or the calls (CPU)\n"
+    "  spread   (slowest - fastest) / median of those\n"
+    "  copy_ms  (GPU) the fastest same-size copy, per copy\n"
+    "  %copy    copy_ms / time_ms: 100 % is a copy's speed\n"
+    "  floor_ms dswa_min_bytes / copy bandwidth (a 2 GiB copy), the bandwidth floor\n"
+    "  %floor   floor_ms / time_ms, i.e. GB/s as a percentage of the copy bandwidth\n"
+    "  GB/s     dswa_min_bytes / time (Q, K for 2H heads; V for 2H heads or H when shared; out)\n"
+    "  call_ms  (GPU) median of plain calls each between two events: includes the host's launch\n"
+    "  GFLOP/s  (CPU) dswa_useful_flops / time, and per core\n"
+    "  rel_err  relative Frobenius error against the float64 reference (same inputs, in the\n"
+    "           benchmark's dtype) on sampled query rows, all heads\n"
+    "  check    ok, or FAIL when rel_err is above the tolerance or an output was left unwritten\n"
+    "A second table (GPU) gives the cold rows: the calls, and the copies, rotate over enough\n"
+    "buffer sets that the data of one use has left the L2 before the next (more than 2 x L2 in\n"
+    "between).\n"
+    "\n"
+    "options:\n"
+    "  --backend auto|cuda|cpu  auto (default): cuda when a device is usable, else cpu\n"
+    "  --L LIST        latent frames, comma-separated (default 256,1292,4096); N = 17*L;\n"
+    "                  may be repeated (the lists add up)\n"
+    "  --N LIST        sequence lengths instead of (or besides) --L; may be repeated\n"
+    "  --dtype LIST    f32,f16,bf16 or all (default all)\n"
+    "  --math M        default|tf32|fp32 for f32 (default: default, i.e. TF32 on the GPU)\n"
+    "  --v both|full|shared  V as 2H heads (full), shared (pair stride 0, H heads), or both\n"
+    "                  (default both)\n"
+    "  --window W      window of W positions each side (default 17)\n"
+    "  --window-left W, --window-right W  one side each (instead of --window)\n"
+    "  --cold auto|all|none  rows also timed cold (GPU); auto (default): L <= 256, or rows\n"
+    "                  whose bytes are under 8 x L2\n"
+    "  --repeats R     GPU: timed graph replays per row (default 10); CPU: calls per row\n"
+    "                  (default: at least 10 calls and 2 s, at most 200)\n"
+    "  --warmup W      untimed graph replays (GPU, default 2) or calls (CPU, default 1) first\n"
+    "  --rows S        query rows sampled for the error check (default 64)\n"
+    "  --seed S        seed of the random normal inputs (default 1)\n"
+    "  --json          print one JSON document (machine, settings, every row) instead of the\n"
+    "                  table\n"
+    "  -h, --help      this text\n"
+    "\n"
+    "An option other than --L and --N given twice is an error. Rows the backend does not\n"
+    "implement print as 'unsupported: <reason>'. Progress goes to stderr. Exit status: 0, or 1\n"
+    "when a row failed its check, a CUDA call failed or the output could not be written, 2 for\n"
+    "bad usage.\n";
+
+/* The help of `dswa bench` (its one home). */
+void bench_print_help(FILE *f);
+void bench_print_help(FILE *f) { fputs(bench_help_text, f); }
+
+/* stdout's buffered output reached its destination; else one line on stderr. */
+static int stdout_flushed(void) {
+    if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
+    fprintf(stderr, "dswa bench: writing to stdout failed: %s\n", strerror(errno));
+    return -1;
+}
+
+/* Options that take one value may be given once: a second one is refused, not dropped. */
+static int once(const char *cmd, const char *name, int *seen) {
+    if (*seen) {
+        cli_usage_error(cmd, "%s given twice", name);
+        return -1;
+    }
+    *seen = 1;
+    return 0;
+}
+
+static int parse_window(const char *cmd, const char *name, const char *v, int32_t *out) {
+    int64_t x;
+    if (cli_parse_i64(v, 0, INT32_MAX, &x)) {
+        cli_usage_error(cmd, "%s: '%s' is not a non-negative integer below 2^31", name, v);
+        return -1;
+    }
+    *out = (int32_t)x;
+    return 0;
+}
+
+/* Appends the list `v` of option `name` to out[*n]; `total` shapes are already given. */
+static int add_shapes(const char *cmd, const char *name, const char *v, int64_t hi,
+                      int64_t *out, int *n, int total) {
+    int64_t tmp[MAX_SHAPES];
+    const int k = cli_parse_i64_list(v, 1, hi, tmp, MAX_SHAPES);
+    if (k < 0) {
+        cli_usage_error(cmd, "%s: '%s' is not a list of up to %d positive integers up to %lld",
+                        name, v, MAX_SHAPES, (long long)hi);
+        return -1;
+    }
+    if (total + k > MAX_SHAPES) {
+        cli_usage_error(cmd, "at most %d shapes in all", MAX_SHAPES);
+        return -1;
+    }
+    memcpy(out + *n, tmp, sizeof(int64_t) * (size_t)k);
+    *n += k;
+    return 0;
+}
+
 static int parse_bench(int argc, char **argv, bench_opts *o) {
     const char *cmd = "bench", *v = NULL;
     int64_t ls[MAX_SHAPES], ns[MAX_SHAPES];
-    int nl = -1, nn = -1, r;
+    int nl = 0, nn = 0, r;
+    enum { S_BACKEND, S_DTYPE, S_MATH, S_V, S_WINDOW, S_WL, S_WR, S_COLD, S_REPEATS, S_WARMUP,
+           S_ROWS, S_SEED, S_JSON, S_COUNT };
+    int seen[S_COUNT] = {0};
     memset(o, 0, sizeof *o);
     o->backend = CLI_BACKEND_AUTO;
     o->dtypes[0] = o->dtypes[1] = o->dtypes[2] = 1;
     o->math = DSWA_MATH_DEFAULT;
     o->vmode = V_BOTH;
+    o->wl = o->wr = SAME_W;
+    o->cold = COLD_AUTO;
     o->repeats = o->warmup = -1;
     o->rows = 64;
     o->seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            cli_print_help("bench", stdout);
-            return 1;
+            bench_print_help(stdout);
+            return stdout_flushed() ? 3 : 1;
         }
         if ((r = cli_opt(cmd, argc, argv, &i, "--backend", 1, &v))) {
-            if (r < 0) return 2;
+            if (r < 0 || once(cmd, "--backend", &seen[S_BACKEND])) return 2;
             if (cli_parse_backend(v, &o->backend))
                 return cli_usage_error(cmd, "--backend: '%s' is not auto, cuda or cpu", v);
         } else if ((r = cli_opt(cmd, argc, argv, &i, "--L", 1, &v))) {
-            if (r < 0) return 2;
-            nl = cli_parse_i64_list(v, 1, INT32_MAX / 17, ls, MAX_SHAPES);
-            if (nl < 0)
-                return cli_usage_error(cmd, "--L: '%s' is not a list of up to %d positive "
-                                       "integers below 2^31/17", v, MAX_SHAPES);
+            if (r < 0 || add_shapes(cmd, "--L", v, INT32_MAX / 17, ls, &nl, nl + nn)) return 2;
         } else if ((r = cli_opt(cmd, argc, argv, &i, "--N", 1, &v))) {
-            if (r < 0) return 2;
-            nn = cli_parse_i64_list(v, 1, INT32_MAX, ns, MAX_SHAPES);
-            if (nn < 0)
-                return cli_usage_error(cmd, "--N: '%s' is not a list of up to %d positive "
-                                       "integers below 2^31", v, MAX_SHAPES);
+            if (r < 0 || add_shapes(cmd, "--N", v, INT32_MAX, ns, &nn, nl + nn)) return 2;
         } else if ((r = cli_opt(cmd, argc, argv, &i, "--dtype", 1, &v))) {
-            if (r < 0) return 2;
+            if (r < 0 || once(cmd, "--dtype", &seen[S_DTYPE])) return 2;
             if (cli_parse_dtypes(v, o->dtypes))
                 return cli_usage_error(cmd, "--dtype: '%s' is not a list of f32, f16, bf16 "
                                        "(or all)", v);
         } else if ((r = cli_opt(cmd, argc, argv, &i, "--math", 1, &v))) {
-            if (r < 0) return 2;
+            if (r < 0 || once(cmd, "--math", &seen[S_MATH])) return 2;
             if (cli_parse_math(v, &o->math))
                 return cli_usage_error(cmd, "--math: '%s' is not default, tf32 or fp32", v);
         } else if ((r = cli_opt(cmd, argc, argv, &i, "--v", 1, &v))) {
-            if (r < 0) return 2;
+            if (r < 0 || once(cmd, "--v", &seen[S_V])) return 2;
             if (!strcmp(v, "both")) o->vmode = V_BOTH;
             else if (!strcmp(v, "full") || !strcmp(v, "2h")) o->vmode = V_FULL;
             else if (!strcmp(v, "shared")) o->vmode = V_SHARED;
             else return cli_usage_error(cmd, "--v: '%s' is not both, full or shared", v);
+        } else if ((r = cli_opt(cmd, argc, argv, &i, "--window", 1, &v))) {
+            if (r < 0 || once(cmd, "--window", &seen[S_WINDOW])) return 2;
+            if (parse_window(cmd, "--window", v, &o->wl)) return 2;
+            o->wr = o->wl;
+        } else if ((r = cli_opt(cmd, argc, argv, &i, "--window-left", 1, &v))) {
+            if (r < 0 || once(cmd, "--window-left", &seen[S_WL])) return 2;
+            if (parse_window(cmd, "--window-left", v, &o->wl)) return 2;
+        } else if ((r = cli_opt(cmd, argc, argv, &i, "--window-right", 1, &v))) {
+            if (r < 0 || once(cmd, "--window-right", &seen[S_WR])) return 2;
+            if (parse_window(cmd, "--window-right", v, &o->wr)) return 2;
+        } else if ((r = cli_opt(cmd, argc, argv, &i, "--cold", 1, &v))) {
+            if (r < 0 || once(cmd, "--cold", &seen[S_COLD])) return 2;
+            if (!strcmp(v, "auto")) o->cold = COLD_AUTO;
+            else if (!strcmp(v, "all")) o->cold = COLD_ALL;
+            else if (!strcmp(v, "none")) o->cold = COLD_NONE;
+            else return cli_usage_error(cmd, "--cold: '%s' is not auto, all or none", v);
         } else if ((r = cli_opt(cmd, argc, argv, &i, "--repeats", 1, &v))) {
             int64_t x;
-            if (r < 0) return 2;
+            if (r < 0 || once(cmd, "--repeats", &seen[S_REPEATS])) return 2;
             if (cli_parse_i64(v, 1, 100000, &x))
                 return cli_usage_error(cmd, "--repeats: '%s' is not an integer in [1, 100000]", v);
             o->repeats = (int)x;
         } else if ((r = cli_opt(cmd, argc, argv, &i, "--warmup", 1, &v))) {
             int64_t x;
-            if (r < 0) return 2;
+            if (r < 0 || once(cmd, "--warmup", &seen[S_WARMUP])) return 2;
             if (cli_parse_i64(v, 0, 100000, &x))
                 return cli_usage_error(cmd, "--warmup: '%s' is not an integer in [0, 100000]", v);
             o->warmup = (int)x;
         } else if ((r = cli_opt(cmd, argc, argv, &i, "--rows", 1, &v))) {
             int64_t x;
-            if (r < 0) return 2;
+            if (r < 0 || once(cmd, "--rows", &seen[S_ROWS])) return 2;
             if (cli_parse_i64(v, 1, 1000000, &x))
                 return cli_usage_error(cmd, "--rows: '%s' is not an integer in [1, 1000000]", v);
             o->rows = (int)x;
         } else if ((r = cli_opt(cmd, argc, argv, &i, "--seed", 1, &v))) {
-            if (r < 0) return 2;
+            if (r < 0 || once(cmd, "--seed", &seen[S_SEED])) return 2;
             if (cli_parse_u64(v, &o->seed))
                 return cli_usage_error(cmd, "--seed: '%s' is not a non-negative integer", v);
         } else if ((r = cli_opt(cmd, argc, argv, &i, "--json", 0, &v))) {
-            if (r < 0) return 2;
+            if (r < 0 || once(cmd, "--json", &seen[S_JSON])) return 2;
             o->json = 1;
         } else if (a[0] == '-') {
             return cli_usage_error(cmd, "unknown option '%s'", a);
@@ -152,13 +312,14 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
             return cli_usage_error(cmd, "unexpected argument '%s'", a);
         }
     }
-    if (nl < 0 && nn < 0) {
+    if (seen[S_WINDOW] && (seen[S_WL] || seen[S_WR]))
+        return cli_usage_error(cmd, "--window sets both sides: give it, or --window-left and "
+                               "--window-right, not both");
+    if (nl == 0 && nn == 0) {
         static const int64_t def[3] = {256, 1292, 4096};
         nl = 3;
         memcpy(ls, def, sizeof def);
     }
-    if ((nl > 0 ? nl : 0) + (nn > 0 ? nn : 0) > MAX_SHAPES)
-        return cli_usage_error(cmd, "at most %d shapes in all", MAX_SHAPES);
     for (int i = 0; i < nl; i++) {
         o->l[o->nshapes] = ls[i];
         o->n[o->nshapes++] = 17 * ls[i];
@@ -181,12 +342,15 @@ static void cuda_unavailable_reason(char *buf, size_t n) {
         snprintf(buf, n, "%s", dswa_last_error());
 }
 
-static dswa_problem same_l_problem(int64_t n, dswa_dtype dtype, dswa_math math, int shared) {
-    dswa_problem p = dswa_problem_default(1, (int32_t)n, SAME_H, SAME_D, SAME_W);
+static dswa_problem same_l_problem(const bench_opts *o, int64_t n, dswa_dtype dtype,
+                                   int shared) {
+    dswa_problem p = dswa_problem_default(1, (int32_t)n, SAME_H, SAME_D, o->wl);
+    p.window_left = o->wl;
+    p.window_right = o->wr;
     p.scale = 0.125f;
     p.lambda = 1.0f;
     p.dtype = dtype;
-    p.math = math;
+    p.math = o->math;
     if (shared) {
         const int64_t hd = (int64_t)SAME_H * SAME_D;
         const dswa_layout v = {n * hd, hd, 0, SAME_D, 1};
@@ -222,15 +386,16 @@ static void finish_row(const bench_ctx *c, bench_row *row, const dswa_problem *p
                        const void *hq, const void *hk, const void *hv, const void *hout,
                        const int32_t *rows, int nrows) {
     const int64_t total = (int64_t)p->batch * p->seq_len * p->heads * p->head_dim;
+    const double ms = row->time.median;
     int64_t unwritten = 0;
 #pragma omp parallel for reduction(+ : unwritten) schedule(static)
     for (int64_t i = 0; i < total; i++) unwritten += cli_is_poison(hout, i, p->dtype);
     row->unwritten = unwritten;
     row->rel_err = cli_ref_rel_error(p, hq, hk, hv, hout, rows, nrows, &row->max_abs);
     row->tol = tolerance(c, p->dtype, p->math);
-    row->gbs = row->min_bytes / (row->time_ms * 1e-3) / 1e9;
-    row->pct = 100.0 * row->floor_ms / row->time_ms;
-    row->gflops = row->flops / (row->time_ms * 1e-3) / 1e9;
+    row->gbs = row->min_bytes / (ms * 1e-3) / 1e9;
+    row->pct_floor = 100.0 * row->floor_ms / ms;
+    row->gflops = row->flops / (ms * 1e-3) / 1e9;
     row->gflops_core = row->gflops / c->threads;
     if (unwritten > 0) {
         row->status = ROW_FAIL;
@@ -245,19 +410,24 @@ static void finish_row(const bench_ctx *c, bench_row *row, const dswa_problem *p
     }
 }
 
+/* The CPU median needs many calls: with 3 the spread between runs reached 37 %. Unless
+   --repeats fixes the count, calls continue until CPU_MIN_CALLS and CPU_MIN_SECONDS are both
+   reached (at most CPU_MAX_CALLS). */
 static void run_cpu_row(const bench_ctx *c, bench_row *row, const dswa_problem *p,
                         const void *hq, const void *hk, const void *hv, void *hout,
                         size_t out_bytes, const int32_t *rows, int nrows) {
-    const int reps = c->o->repeats > 0 ? c->o->repeats : 3;
-    const int warm = c->o->warmup >= 0 ? c->o->warmup : 1;
-    double *t = malloc(sizeof(double) * (size_t)reps);
+    const int fixed = c->o->repeats > 0;
+    const int cap = fixed ? c->o->repeats : CPU_MAX_CALLS;
+    double *t = malloc(sizeof(double) * (size_t)cap), spent = 0.0;
+    int n = 0;
     if (!t) {
         row->status = ROW_ERROR;
         snprintf(row->msg, sizeof row->msg, "out of host memory");
         return;
     }
     memset(hout, 0xff, out_bytes);
-    for (int r = -warm; r < reps; r++) {
+    for (int r = -c->warmup; r < cap; r++) {
+        if (!fixed && r >= CPU_MIN_CALLS && spent >= CPU_MIN_SECONDS) break;
         const double t0 = cli_now();
         dswa_status s = dswa_forward_cpu(p, hq, hk, hv, hout);
         const double dt = cli_now() - t0;
@@ -269,79 +439,48 @@ static void run_cpu_row(const bench_ctx *c, bench_row *row, const dswa_problem *
             free(t);
             return;
         }
-        if (r >= 0) t[r] = dt * 1e3;
+        if (r >= 0) {
+            t[n++] = dt * 1e3;
+            spent += dt;
+        }
     }
-    row->time_ms = cli_median(t, reps);
-    row->best_ms = t[0];
-    row->mean_ms = row->call_ms = NAN;
+    row->time.median = cli_median(t, n);   /* sorts t */
+    row->time.min = t[0];
+    row->time.max = t[n - 1];
+    row->time.replays = n;
     free(t);
     finish_row(c, row, p, hq, hk, hv, hout, rows, nrows);
 }
 
-/* One row on the GPU; the device buffers hold the same data as the host ones. Returns -1
-   after a CUDA failure (recorded in c->fatal_msg), 0 otherwise. */
-static int run_cuda_row(bench_ctx *c, bench_row *row, const dswa_problem *p,
-                        const void *hq, const void *hk, const void *hv,
-                        const void *dq, const void *dk, const void *dv, void *dout,
-                        void *hout, size_t out_bytes, const int32_t *rows, int nrows) {
-    const int reps = c->o->repeats > 0 ? c->o->repeats : 100;
-    const int warm = c->o->warmup >= 0 ? c->o->warmup : 10;
-    double *t = malloc(sizeof(double) * (size_t)reps);
-    dswa_status s;
-    if (!t) {
-        row->status = ROW_ERROR;
-        snprintf(row->msg, sizeof row->msg, "out of host memory");
-        return 0;
-    }
-    if (gpu_poison(dout, out_bytes) != 0) goto cuda_failed;
-    /* The first call decides whether the backend takes this row at all. */
-    s = dswa_forward_cuda(p, dq, dk, dv, dout, NULL);
-    if (s != DSWA_OK) goto refused;
-    if (gpu_sync("first dswa_forward_cuda") != 0) goto cuda_failed;
-    for (int r = 1; r < warm; r++)
-        if ((s = dswa_forward_cuda(p, dq, dk, dv, dout, NULL)) != DSWA_OK) goto refused;
-    if (gpu_sync("warm-up") != 0) goto cuda_failed;
-    for (int r = 0; r < reps; r++) {
-        if (gpu_timer_start() != 0) goto cuda_failed;
-        if ((s = dswa_forward_cuda(p, dq, dk, dv, dout, NULL)) != DSWA_OK) goto refused;
-        t[r] = gpu_timer_stop();
-        if (t[r] < 0) goto cuda_failed;
-    }
-    row->call_ms = cli_median(t, reps);
-    /* The main number: the call replayed from a CUDA graph (how TensorRT runs it), events
-       inside the graph, so the host's API call is outside the timed span. */
-    {
-        void *stream = NULL;
-        if (gpu_graph_begin(&stream) != 0) goto cuda_failed;
-        s = dswa_forward_cuda(p, dq, dk, dv, dout, stream);
-        if (gpu_graph_end(s == DSWA_OK) != 0) goto cuda_failed;
-        if (s != DSWA_OK) goto refused;
-        for (int r = 0; r < reps; r++)
-            if ((t[r] = gpu_graph_replay()) < 0) goto cuda_failed;
-        gpu_graph_destroy();
-    }
-    /* The same number of calls back to back between two events: the launch gaps hidden. */
-    if (gpu_timer_start() != 0) goto cuda_failed;
-    for (int r = 0; r < reps; r++)
-        if ((s = dswa_forward_cuda(p, dq, dk, dv, dout, NULL)) != DSWA_OK) goto refused;
-    row->mean_ms = gpu_timer_stop() / reps;
-    if (row->mean_ms < 0) goto cuda_failed;
-    if (gpu_sync("timed calls") != 0) goto cuda_failed;
-    row->time_ms = cli_median(t, reps);
-    row->best_ms = t[0];
-    free(t);
-    if (gpu_download(hout, dout, out_bytes, "out") != 0) {
-        c->fatal = 1;
-        snprintf(c->fatal_msg, sizeof c->fatal_msg, "%s", gpu_error());
-        row->status = ROW_ERROR;
-        snprintf(row->msg, sizeof row->msg, "CUDA error: %s", gpu_error());
-        return -1;
-    }
-    finish_row(c, row, p, hq, hk, hv, hout, rows, nrows);
-    return 0;
+/* ---- GPU ------------------------------------------------------------------------------ */
 
-refused:
-    free(t);
+/* dswa calls for a graph: call i runs on buffer set i mod nbuf. */
+typedef struct dswa_job {
+    const dswa_problem *p;
+    const void *const *q, *const *k, *const *v;
+    void *const *out;
+    int nbuf;
+    dswa_status status;
+} dswa_job;
+
+static int dswa_job_enqueue(void *ctx, int i, void *stream) {
+    dswa_job *j = ctx;
+    const int b = i % j->nbuf;
+    j->status = dswa_forward_cuda(j->p, j->q[b], j->k[b], j->v[b], j->out[b], stream);
+    return j->status == DSWA_OK ? 0 : -1;
+}
+
+/* Records a CUDA failure: the remaining rows are not run. Returns -1. */
+static int cuda_fatal(bench_ctx *c, bench_row *row, const char *what) {
+    c->fatal = 1;
+    snprintf(c->fatal_msg, sizeof c->fatal_msg, "%s%s", what ? what : "", gpu_error());
+    row->status = ROW_ERROR;
+    snprintf(row->msg, sizeof row->msg, "CUDA error: %.300s", c->fatal_msg);
+    return -1;
+}
+
+/* A library call refused the row or failed; DSWA_ERR_CUDA is fatal. Returns 0 or -1. */
+static int dswa_refused(bench_ctx *c, bench_row *row, dswa_status s) {
     if (s == DSWA_ERR_UNSUPPORTED) {
         row->status = ROW_UNSUPPORTED;
         snprintf(row->msg, sizeof row->msg, "unsupported: %s", dswa_last_error());
@@ -355,18 +494,176 @@ refused:
         return -1;
     }
     return 0;
-
-cuda_failed:
-    free(t);
-    c->fatal = 1;
-    snprintf(c->fatal_msg, sizeof c->fatal_msg, "%s", gpu_error());
-    row->status = ROW_ERROR;
-    snprintf(row->msg, sizeof row->msg, "CUDA error: %s", gpu_error());
-    return -1;
 }
 
-static void init_row(bench_row *row, int64_t l, int64_t n, dswa_dtype dtype, int shared,
-                     const dswa_problem *p, double copy_gbs) {
+/* The copy's share of a row's bytes: min_bytes counts bytes read + written, so a copy of half
+   of them (rounded up to whole 16-byte vectors) moves as much. */
+static size_t copy_bytes(double min_bytes) {
+    const size_t half = (size_t)ceil(min_bytes / 2.0);
+    return (half + 15) / 16 * 16;
+}
+
+/* Buffer sets to rotate over so that between two uses of one set the others move more than
+   COLD_L2_FACTOR x L2 (at least 2 sets). */
+static int cold_buffers(const bench_ctx *c, double set_bytes) {
+    const double need = (double)COLD_L2_FACTOR * (double)(c->l2_bytes ? c->l2_bytes : 64u << 20);
+    int nb = 1 + (int)ceil(need / set_bytes);
+    if (nb < 2) nb = 2;
+    return nb > MAX_COLD_BUFFERS ? MAX_COLD_BUFFERS : nb;
+}
+
+/* The fastest copy of min_bytes' worth over nbuf rotating buffer pairs (memoized by size).
+   0; 1 when the buffers could not be allocated (msg says so; not fatal); -1 on a CUDA failure. */
+static int fastest_copy(bench_ctx *c, double min_bytes, int nbuf, gpu_stats *st, char *method,
+                        size_t method_len, char *msg, size_t msg_len) {
+    const size_t bytes = copy_bytes(min_bytes);
+    void *src[MAX_COLD_BUFFERS] = {0}, *dst[MAX_COLD_BUFFERS] = {0};
+    gpu_copy_cfg cfg;
+    int rc = 0;
+    for (int i = 0; i < c->nmemo; i++)
+        if (c->memo[i].bytes == bytes && c->memo[i].nbuf == nbuf) {
+            *st = c->memo[i].st;
+            snprintf(method, method_len, "%s", c->memo[i].method);
+            return 0;
+        }
+    for (int b = 0; b < nbuf && rc == 0; b++)
+        if (gpu_alloc(&src[b], bytes, "copy source") || gpu_alloc(&dst[b], bytes, "copy destination")) {
+            snprintf(msg, msg_len, "copy not timed: %s", gpu_error());
+            rc = 1;
+        }
+    if (rc == 0) {
+        for (int b = 0; b < nbuf && rc == 0; b++)   /* defined bytes to copy */
+            if (gpu_poison(src[b], bytes) != 0) rc = -1;
+        if (rc == 0 && gpu_copy_fastest(dst, src, nbuf, bytes, GRAPH_CALLS, c->warmup, c->repeats,
+                                         st, &cfg, NULL) != 0)
+            rc = -1;
+        if (rc == 0) {
+            gpu_copy_describe(&cfg, bytes, method, method_len);
+            if (c->nmemo < (int)(sizeof c->memo / sizeof c->memo[0])) {
+                copy_memo *m = &c->memo[c->nmemo++];
+                m->bytes = bytes;
+                m->nbuf = nbuf;
+                m->st = *st;
+                snprintf(m->method, sizeof m->method, "%s", method);
+            }
+        }
+    }
+    for (int b = 0; b < nbuf; b++) {
+        gpu_free(src[b]);
+        gpu_free(dst[b]);
+    }
+    return rc;
+}
+
+/* The row's cold numbers: the calls rotate over `buffers` sets of q, k, v and out (set 0 the
+   row's own, the others copies of its inputs), the copies over their own rotating pairs.
+   Returns -1 after a CUDA failure. */
+static int run_cold(bench_ctx *c, bench_row *row, const dswa_problem *p, const void *dq,
+                    const void *dk, const void *dv, void *dout, size_t in_bytes, size_t v_bytes,
+                    size_t out_bytes) {
+    cold_result *cr = &row->cold;
+    const void *q[MAX_COLD_BUFFERS], *k[MAX_COLD_BUFFERS], *v[MAX_COLD_BUFFERS];
+    void *out[MAX_COLD_BUFFERS];
+    void *mine[MAX_COLD_BUFFERS * 4] = {0};
+    int nmine = 0, rc = 0;
+    const int nb = cold_buffers(c, row->min_bytes);
+    q[0] = dq; k[0] = dk; v[0] = dv; out[0] = dout;
+    for (int b = 1; b < nb; b++) {
+        void *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
+        if (gpu_alloc(&bq, in_bytes, "q (cold set)") || gpu_alloc(&bk, in_bytes, "k (cold set)") ||
+            gpu_alloc(&bv, v_bytes, "v (cold set)") || gpu_alloc(&bo, out_bytes, "out (cold set)")) {
+            snprintf(cr->msg, sizeof cr->msg, "not timed cold: %s", gpu_error());
+            gpu_free(bq); gpu_free(bk); gpu_free(bv); gpu_free(bo);
+            goto done;
+        }
+        mine[nmine++] = bq; mine[nmine++] = bk; mine[nmine++] = bv; mine[nmine++] = bo;
+        if (gpu_copy_d2d(bq, dq, in_bytes, "q (cold set)") || gpu_copy_d2d(bk, dk, in_bytes, "k (cold set)") ||
+            gpu_copy_d2d(bv, dv, v_bytes, "v (cold set)")) {
+            rc = cuda_fatal(c, row, "cold sets: ");
+            goto done;
+        }
+        q[b] = bq; k[b] = bk; v[b] = bv; out[b] = bo;
+    }
+    {
+        dswa_job job = {p, q, k, v, out, nb, DSWA_OK};
+        const int g = gpu_graph_time(dswa_job_enqueue, &job, GRAPH_CALLS, c->warmup, c->repeats,
+                                     &cr->time);
+        if (g == -2) {
+            rc = dswa_refused(c, row, job.status);
+            goto done;
+        }
+        if (g != 0) {
+            rc = cuda_fatal(c, row, "cold graph: ");
+            goto done;
+        }
+    }
+    cr->buffers = nb;
+    cr->copy_buffers = cold_buffers(c, row->min_bytes);
+    for (int i = 0; i < nmine; i++) gpu_free(mine[i]);   /* room for the copy's buffers */
+    nmine = 0;
+    {
+        const int f = fastest_copy(c, row->min_bytes, cr->copy_buffers, &cr->copy, cr->copy_method,
+                                   sizeof cr->copy_method, cr->msg, sizeof cr->msg);
+        if (f < 0) {
+            rc = cuda_fatal(c, row, "cold copy: ");
+            goto done;
+        }
+        cr->done = f == 0;
+    }
+done:
+    for (int i = 0; i < nmine; i++) gpu_free(mine[i]);
+    return rc;
+}
+
+/* One row on the GPU; the device buffers hold the same data as the host ones. Returns -1
+   after a CUDA failure (recorded in c->fatal_msg), 0 otherwise. */
+static int run_cuda_row(bench_ctx *c, bench_row *row, const dswa_problem *p, int cold,
+                        const void *hq, const void *hk, const void *hv,
+                        const void *dq, const void *dk, const void *dv, void *dout,
+                        void *hout, size_t in_bytes, size_t v_bytes, size_t out_bytes,
+                        const int32_t *rows, int nrows) {
+    double t[GPU_PLAIN_CALLS];
+    dswa_status s;
+    if (gpu_poison(dout, out_bytes) != 0) return cuda_fatal(c, row, NULL);
+    /* The first call decides whether the backend takes this row at all. */
+    if ((s = dswa_forward_cuda(p, dq, dk, dv, dout, NULL)) != DSWA_OK) return dswa_refused(c, row, s);
+    if (gpu_sync("first dswa_forward_cuda") != 0) return cuda_fatal(c, row, NULL);
+    /* call_ms: plain calls each between two events, the host's launch included. */
+    for (int r = 0; r < GPU_PLAIN_CALLS; r++) {
+        if (gpu_timer_start() != 0) return cuda_fatal(c, row, NULL);
+        if ((s = dswa_forward_cuda(p, dq, dk, dv, dout, NULL)) != DSWA_OK)
+            return dswa_refused(c, row, s);
+        if ((t[r] = gpu_timer_stop()) < 0) return cuda_fatal(c, row, NULL);
+    }
+    row->call_ms = cli_median(t, GPU_PLAIN_CALLS);
+    /* The main number: GRAPH_CALLS calls on the same buffers in one graph, replayed. */
+    {
+        const void *q[1] = {dq}, *k[1] = {dk}, *v[1] = {dv};
+        void *out[1] = {dout};
+        dswa_job job = {p, q, k, v, out, 1, DSWA_OK};
+        const int g = gpu_graph_time(dswa_job_enqueue, &job, GRAPH_CALLS, c->warmup, c->repeats,
+                                     &row->time);
+        if (g == -2) return dswa_refused(c, row, job.status);
+        if (g != 0) return cuda_fatal(c, row, "graph: ");
+    }
+    if (gpu_sync("timed calls") != 0) return cuda_fatal(c, row, NULL);
+    if (gpu_download(hout, dout, out_bytes, "out") != 0) return cuda_fatal(c, row, NULL);
+    finish_row(c, row, p, hq, hk, hv, hout, rows, nrows);
+    {
+        char msg[200] = "";
+        const int f = fastest_copy(c, row->min_bytes, 1, &row->copy, row->copy_method,
+                                   sizeof row->copy_method, msg, sizeof msg);
+        if (f < 0) return cuda_fatal(c, row, "copy: ");
+        if (f == 0) row->pct_copy = 100.0 * row->copy.median / row->time.median;
+        else if (row->status == ROW_OK) snprintf(row->msg, sizeof row->msg, "%s", msg);
+    }
+    if (cold && run_cold(c, row, p, dq, dk, dv, dout, in_bytes, v_bytes, out_bytes) != 0)
+        return -1;
+    return 0;
+}
+
+static void init_row(const bench_ctx *c, bench_row *row, int64_t l, int64_t n,
+                     dswa_dtype dtype, int shared, const dswa_problem *p) {
     memset(row, 0, sizeof *row);
     row->l = l;
     row->n = n;
@@ -374,10 +671,20 @@ static void init_row(bench_row *row, int64_t l, int64_t n, dswa_dtype dtype, int
     row->shared = shared;
     row->min_bytes = dswa_min_bytes(p);
     row->flops = dswa_useful_flops(p);
-    row->floor_ms = row->min_bytes / (copy_gbs * 1e9) * 1e3;
-    row->time_ms = row->mean_ms = row->best_ms = row->call_ms = row->gbs = row->pct = NAN;
+    row->floor_ms = row->min_bytes / (c->copy_gbs * 1e9) * 1e3;
+    row->time.median = row->time.min = row->time.max = NAN;
+    row->copy = row->time;
+    row->cold.time = row->cold.copy = row->time;
+    row->call_ms = row->gbs = row->pct_floor = row->pct_copy = NAN;
     row->gflops = row->gflops_core = row->rel_err = row->max_abs = row->tol = NAN;
     row->status = ROW_ERROR;
+}
+
+/* Whether a row is also timed cold. */
+static int want_cold(const bench_ctx *c, int64_t l, double min_bytes) {
+    if (!c->cuda || c->o->cold == COLD_NONE) return 0;
+    if (c->o->cold == COLD_ALL) return 1;
+    return (l >= 0 && l <= 256) || (c->l2_bytes && min_bytes < 8.0 * (double)c->l2_bytes);
 }
 
 /* Runs every dtype and V layout of one shape; appends to rows[*nrow]. */
@@ -455,9 +762,9 @@ static void run_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_rows, i
         }
         for (int sh = 0; sh < 2; sh++) {
             if ((sh == 0 && !want_full) || (sh == 1 && !want_shared)) continue;
-            const dswa_problem p = same_l_problem(n, dtype, o->math, sh);
+            const dswa_problem p = same_l_problem(o, n, dtype, sh);
             bench_row *row = &out_rows[(*nrow)++];
-            init_row(row, l, n, dtype, sh, &p, c->copy_gbs);
+            init_row(c, row, l, n, dtype, sh, &p);
             if (group_err) {
                 snprintf(row->msg, sizeof row->msg, "%s", group_err);
                 continue;
@@ -469,8 +776,9 @@ static void run_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_rows, i
             progress(c, "N = %lld %s, V %s: running", (long long)n, dswa_dtype_name(dtype),
                      sh ? "shared" : "2H");
             if (c->cuda)
-                run_cuda_row(c, row, &p, hq, hk, sh ? hvs : hvf, dq, dk, sh ? dvs : dvf, dout,
-                             hout, n_out * es, rows, nrows);
+                run_cuda_row(c, row, &p, want_cold(c, l, row->min_bytes), hq, hk, sh ? hvs : hvf,
+                             dq, dk, sh ? dvs : dvf, dout, hout, n_in * es,
+                             (sh ? n_vs : n_in) * es, n_out * es, rows, nrows);
             else
                 run_cpu_row(c, row, &p, hq, hk, sh ? hvs : hvf, hout, n_out * es, rows, nrows);
         }
@@ -487,9 +795,9 @@ rows_lost:
         if (!o->dtypes[dt]) continue;
         for (int sh = 0; sh < 2; sh++) {
             if ((sh == 0 && !want_full) || (sh == 1 && !want_shared)) continue;
-            const dswa_problem p = same_l_problem(n, (dswa_dtype)dt, o->math, sh);
+            const dswa_problem p = same_l_problem(o, n, (dswa_dtype)dt, sh);
             bench_row *row = &out_rows[(*nrow)++];
-            init_row(row, l, n, (dswa_dtype)dt, sh, &p, c->copy_gbs);
+            init_row(c, row, l, n, (dswa_dtype)dt, sh, &p);
             snprintf(row->msg, sizeof row->msg, "%s", lost);
         }
     }
@@ -509,6 +817,19 @@ static const char *status_name(int s) {
     }
 }
 
+static void json_key_num(FILE *f, const char *key, double x) {
+    fprintf(f, ", \"%s\": ", key);
+    cli_json_num(f, x);
+}
+
+static void json_stats(FILE *f, const char *key, const gpu_stats *s) {
+    json_key_num(f, key, s->median);
+    fprintf(f, ", \"%s_min\": ", key);
+    cli_json_num(f, s->min);
+    fprintf(f, ", \"%s_max\": ", key);
+    cli_json_num(f, s->max);
+}
+
 static void print_json(const bench_ctx *c, const char *device, const char *date,
                        const bench_row *rows, int nrow) {
     const bench_opts *o = c->o;
@@ -517,24 +838,46 @@ static void print_json(const bench_ctx *c, const char *device, const char *date,
     if (c->cuda) gpu_versions(&rt, &drv);
     fprintf(f, "{\n  \"tool\": \"dswa bench\",\n  \"version\": ");
     cli_json_str(f, DSWA_VERSION_STRING);
+    fprintf(f, ",\n  \"commit\": ");
+#ifdef DSWA_GIT_COMMIT
+    cli_json_str(f, DSWA_GIT_COMMIT);
+#else
+    fputs("null", f);
+#endif
     fprintf(f, ",\n  \"date\": ");
     cli_json_str(f, date);
     fprintf(f, ",\n  \"backend\": \"%s\",\n  \"device\": ", c->cuda ? "cuda" : "cpu");
     cli_json_str(f, device);
     fprintf(f, ",\n  \"threads\": %d,\n", c->threads);
-    if (c->cuda) fprintf(f, "  \"cuda_runtime\": %d,\n  \"cuda_driver\": %d,\n", rt, drv);
+    if (c->cuda) {
+        fprintf(f, "  \"cuda_runtime\": %d,\n  \"cuda_driver\": %d,\n  \"l2_bytes\": %zu,\n",
+                rt, drv, c->l2_bytes);
+    } else {
+        fprintf(f, "  \"cpu_features\": ");
+        cli_json_str(f, c->cpu_features);
+        fprintf(f, ",\n");
+    }
     fprintf(f, "  \"copy_bandwidth_gb_s\": ");
     cli_json_num(f, c->copy_gbs);
     fprintf(f, ",\n  \"copy_bandwidth_method\": ");
     cli_json_str(f, c->copy_method);
-    fprintf(f, ",\n  \"math\": \"%s\",\n  \"repeats\": %d,\n  \"warmup\": %d,\n  \"seed\": %llu,\n"
-               "  \"sample_rows\": %d,\n",
-            dswa_math_name(o->math), o->repeats > 0 ? o->repeats : (c->cuda ? 100 : 3),
-            o->warmup >= 0 ? o->warmup : (c->cuda ? 10 : 1), (unsigned long long)o->seed,
-            o->rows);
+    if (c->cuda) {
+        fprintf(f, ",\n  \"copy_2gib_graph\": {\"memcpy_gb_s\": ");
+        cli_json_num(f, c->memcpy_graph_gbs);
+        fprintf(f, ", \"kernel_gb_s\": ");
+        cli_json_num(f, c->kernel_graph_gbs);
+        fprintf(f, ", \"kernel\": ");
+        cli_json_str(f, c->kernel_graph_cfg);
+        fprintf(f, "},\n  \"graph_calls\": %d", GRAPH_CALLS);
+    }
+    fprintf(f, ",\n  \"math\": \"%s\",\n  \"repeats\": ", dswa_math_name(o->math));
+    if (c->repeats > 0) fprintf(f, "%d", c->repeats);
+    else fputs("null", f);   /* CPU: until enough calls and seconds; each row says how many */
+    fprintf(f, ",\n  \"warmup\": %d,\n  \"seed\": %llu,\n  \"sample_rows\": %d,\n", c->warmup,
+            (unsigned long long)o->seed, o->rows);
     fprintf(f, "  \"shape\": {\"batch\": 1, \"heads\": %d, \"head_dim\": %d, \"window_left\": %d,"
                " \"window_right\": %d, \"scale\": 0.125, \"lambda\": 1},\n",
-            SAME_H, SAME_D, SAME_W, SAME_W);
+            SAME_H, SAME_D, (int)o->wl, (int)o->wr);
     fprintf(f, "  \"rows\": [");
     for (int i = 0; i < nrow; i++) {
         const bench_row *r = &rows[i];
@@ -546,98 +889,240 @@ static void print_json(const bench_ctx *c, const char *device, const char *date,
                 status_name(r->status));
         fprintf(f, "\"message\": ");
         cli_json_str(f, r->msg);
-        fprintf(f, ", \"min_bytes\": %.0f, \"useful_flops\": %.0f, \"floor_ms\": ",
-                r->min_bytes, r->flops);
-        cli_json_num(f, r->floor_ms);
-        fprintf(f, ", \"time_ms\": ");
-        cli_json_num(f, r->time_ms);
-        fprintf(f, ", \"call_ms\": ");
-        cli_json_num(f, r->call_ms);
-        fprintf(f, ", \"mean_ms_batched\": ");
-        cli_json_num(f, r->mean_ms);
-        fprintf(f, ", \"gb_s\": ");
-        cli_json_num(f, r->gbs);
-        fprintf(f, ", \"pct_copy_bw\": ");
-        cli_json_num(f, r->pct);
-        fprintf(f, ", \"pct_of_floor\": ");
-        cli_json_num(f, r->pct);
-        fprintf(f, ", \"gflop_s\": ");
-        cli_json_num(f, r->gflops);
-        fprintf(f, ", \"gflop_s_per_core\": ");
-        if (c->cuda) fputs("null", f);
-        else cli_json_num(f, r->gflops_core);
-        fprintf(f, ", \"rel_err\": ");
-        cli_json_num(f, r->rel_err);
-        fprintf(f, ", \"max_abs_err\": ");
-        cli_json_num(f, r->max_abs);
-        fprintf(f, ", \"tolerance\": ");
-        cli_json_num(f, r->tol);
-        fprintf(f, ", \"unwritten\": %lld}", (long long)r->unwritten);
+        fprintf(f, ", \"min_bytes\": %.0f, \"useful_flops\": %.0f", r->min_bytes, r->flops);
+        json_key_num(f, "floor_ms", r->floor_ms);
+        json_stats(f, "time_ms", &r->time);
+        fprintf(f, ", \"timed\": %d", r->time.replays);
+        if (c->cuda) {
+            json_key_num(f, "call_ms", r->call_ms);
+            json_stats(f, "copy_ms", &r->copy);
+            fprintf(f, ", \"copy_method\": ");
+            cli_json_str(f, r->copy_method);
+            json_key_num(f, "pct_of_copy", r->pct_copy);
+        }
+        json_key_num(f, "pct_of_floor", r->pct_floor);
+        json_key_num(f, "gb_s", r->gbs);
+        json_key_num(f, "gflop_s", r->gflops);
+        if (!c->cuda) json_key_num(f, "gflop_s_per_core", r->gflops_core);
+        json_key_num(f, "rel_err", r->rel_err);
+        json_key_num(f, "max_abs_err", r->max_abs);
+        json_key_num(f, "tolerance", r->tol);
+        fprintf(f, ", \"unwritten\": %lld", (long long)r->unwritten);
+        if (c->cuda) {
+            const cold_result *k = &r->cold;
+            fprintf(f, ", \"cold\": ");
+            if (!k->done && !k->msg[0]) {
+                fputs("null", f);
+            } else {
+                fprintf(f, "{\"buffers\": %d", k->buffers);
+                json_stats(f, "time_ms", &k->time);
+                fprintf(f, ", \"copy_buffers\": %d", k->copy_buffers);
+                json_stats(f, "copy_ms", &k->copy);
+                fprintf(f, ", \"copy_method\": ");
+                cli_json_str(f, k->copy_method);
+                json_key_num(f, "pct_of_copy", k->done ? 100.0 * k->copy.median / k->time.median : NAN);
+                fprintf(f, ", \"message\": ");
+                cli_json_str(f, k->msg);
+                fputc('}', f);
+            }
+        }
+        fputc('}', f);
     }
     fprintf(f, "\n  ]\n}\n");
 }
 
-#define NCOL 12
+/* A text table: cells of up to 31 characters, right-aligned except the columns in `left`. */
+#define MAX_COLS 16
+typedef struct table {
+    int ncol, nrow;
+    const char *head[MAX_COLS];
+    int left[MAX_COLS];
+    char cell[MAX_ROWS][MAX_COLS][32];
+    int ncells[MAX_ROWS];          /* cells filled in each row */
+    char tail[MAX_ROWS][340];      /* printed after the cells */
+} table;
 
-static void print_table(const bench_ctx *c, const bench_row *rows, int nrow) {
-    const char *head[NCOL] = {"L", "N", "dtype", "V", "time_ms",
-                              c->cuda ? "mean_ms" : "best_ms", "GB/s", "floor_ms", "%floor",
-                              "GFLOP/s", c->cuda ? "call_ms" : "GF/s/core", "rel_err"};
-    /* Column 12 (check) is printed last, unpadded. */
-    static char cell[MAX_SHAPES * 6][NCOL][32];
-    int width[NCOL];
-    const int left[NCOL] = {0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
-    for (int j = 0; j < NCOL; j++) width[j] = (int)strlen(head[j]);
+static void table_print(const table *t) {
+    int width[MAX_COLS];
+    for (int j = 0; j < t->ncol; j++) {
+        width[j] = (int)strlen(t->head[j]);
+        for (int i = 0; i < t->nrow; i++)
+            if (j < t->ncells[i] && (int)strlen(t->cell[i][j]) > width[j])
+                width[j] = (int)strlen(t->cell[i][j]);
+    }
+    for (int j = 0; j < t->ncol; j++)
+        printf("%s%*s", j ? "  " : "", t->left[j] ? -width[j] : width[j], t->head[j]);
+    printf("  check\n");
+    for (int i = 0; i < t->nrow; i++) {
+        for (int j = 0; j < t->ncells[i]; j++)
+            printf("%s%*s", j ? "  " : "", t->left[j] ? -width[j] : width[j], t->cell[i][j]);
+        printf("  %s\n", t->tail[i]);
+    }
+}
+
+static void fmt(char *cell, const char *format, double x) {
+    if (isfinite(x)) snprintf(cell, 32, format, x);
+    else snprintf(cell, 32, "-");
+}
+
+static double spread_pct(const gpu_stats *s) { return 100.0 * (s->max - s->min) / s->median; }
+
+static void print_tables(const bench_ctx *c, const bench_row *rows, int nrow) {
+    static table t;
+    static const char *gpu_head[] = {"L", "N", "dtype", "V", "time_ms", "spread", "copy_ms",
+                                     "%copy", "floor_ms", "%floor", "GB/s", "call_ms", "rel_err"};
+    static const char *cpu_head[] = {"L", "N", "dtype", "V", "time_ms", "spread", "floor_ms",
+                                     "%floor", "GB/s", "GFLOP/s", "GF/s/core", "rel_err"};
+    const char **head = c->cuda ? gpu_head : cpu_head;
+    memset(&t, 0, sizeof t);
+    t.ncol = c->cuda ? 13 : 12;
+    for (int j = 0; j < t.ncol; j++) t.head[j] = head[j];
+    t.left[2] = t.left[3] = 1;
     for (int i = 0; i < nrow; i++) {
         const bench_row *r = &rows[i];
-        char(*s)[32] = cell[i];
+        char(*s)[32] = t.cell[i];
+        const int timed = r->status == ROW_OK || r->status == ROW_FAIL;
+        int j = 4;
         if (r->l >= 0) snprintf(s[0], 32, "%lld", (long long)r->l);
         else snprintf(s[0], 32, "-");
         snprintf(s[1], 32, "%lld", (long long)r->n);
         snprintf(s[2], 32, "%s", dswa_dtype_name(r->dtype));
         snprintf(s[3], 32, "%s", r->shared ? "shared" : "2H");
-        const int timed = r->status == ROW_OK || r->status == ROW_FAIL;
-        for (int j = 4; j < NCOL; j++) s[j][0] = '\0';
         if (timed) {
-            snprintf(s[4], 32, "%.4f", r->time_ms);
-            snprintf(s[5], 32, "%.4f", c->cuda ? r->mean_ms : r->best_ms);
-            snprintf(s[6], 32, "%.1f", r->gbs);
-            snprintf(s[7], 32, "%.4f", r->floor_ms);
-            snprintf(s[8], 32, "%.1f%%", r->pct);
-            snprintf(s[9], 32, "%.1f", r->gflops);
-            if (!c->cuda) snprintf(s[10], 32, "%.2f", r->gflops_core);
-            else snprintf(s[10], 32, "%.4f", r->call_ms);
-            snprintf(s[11], 32, "%.2e", r->rel_err);
+            fmt(s[j++], "%.4f", r->time.median);
+            fmt(s[j++], "%.1f%%", spread_pct(&r->time));
+            if (c->cuda) {
+                fmt(s[j++], "%.4f", r->copy.median);
+                fmt(s[j++], "%.1f%%", r->pct_copy);
+            }
+            fmt(s[j++], "%.4f", r->floor_ms);
+            fmt(s[j++], "%.1f%%", r->pct_floor);
+            fmt(s[j++], "%.1f", r->gbs);
+            if (c->cuda) {
+                fmt(s[j++], "%.4f", r->call_ms);
+            } else {
+                fmt(s[j++], "%.1f", r->gflops);
+                fmt(s[j++], "%.2f", r->gflops_core);
+            }
+            fmt(s[j++], "%.2e", r->rel_err);
         }
-        for (int j = 0; j < NCOL; j++) {
-            const int w = (int)strlen(s[j]);
-            if ((timed || j < 4) && w > width[j]) width[j] = w;
-        }
+        t.ncells[i] = timed ? j : 4;
+        if (r->status == ROW_OK) snprintf(t.tail[i], sizeof t.tail[i], "ok");
+        else if (r->status == ROW_FAIL) snprintf(t.tail[i], sizeof t.tail[i], "FAIL: %s", r->msg);
+        else snprintf(t.tail[i], sizeof t.tail[i], "%s", r->msg);
     }
+    t.nrow = nrow;
     printf("\n");
-    for (int j = 0; j < NCOL; j++) {
-        printf("%s%*s", j ? "  " : "", left[j] ? -width[j] : width[j], head[j]);
-    }
-    printf("  check\n");
+    table_print(&t);
+
+    int ncold = 0;
+    for (int i = 0; i < nrow; i++) ncold += rows[i].cold.done || rows[i].cold.msg[0];
+    if (!ncold) return;
+    static const char *cold_head[] = {"L", "N", "dtype", "V", "buffers", "time_ms", "spread",
+                                      "copy_ms", "%copy", "%floor"};
+    memset(&t, 0, sizeof t);
+    t.ncol = 10;
+    for (int j = 0; j < t.ncol; j++) t.head[j] = cold_head[j];
+    t.left[2] = t.left[3] = 1;
     for (int i = 0; i < nrow; i++) {
         const bench_row *r = &rows[i];
-        const int timed = r->status == ROW_OK || r->status == ROW_FAIL;
-        for (int j = 0; j < (timed ? NCOL : 4); j++) {
-            printf("%s%*s", j ? "  " : "", left[j] ? -width[j] : width[j], cell[i][j]);
+        const cold_result *k = &r->cold;
+        if (!k->done && !k->msg[0]) continue;
+        char(*s)[32] = t.cell[t.nrow];
+        snprintf(s[0], 32, "%lld", (long long)r->l);
+        snprintf(s[1], 32, "%lld", (long long)r->n);
+        snprintf(s[2], 32, "%s", dswa_dtype_name(r->dtype));
+        snprintf(s[3], 32, "%s", r->shared ? "shared" : "2H");
+        if (k->done) {
+            snprintf(s[4], 32, "%d", k->buffers);
+            fmt(s[5], "%.4f", k->time.median);
+            fmt(s[6], "%.1f%%", spread_pct(&k->time));
+            fmt(s[7], "%.4f", k->copy.median);
+            fmt(s[8], "%.1f%%", 100.0 * k->copy.median / k->time.median);
+            fmt(s[9], "%.1f%%", 100.0 * r->floor_ms / k->time.median);
+            t.ncells[t.nrow] = 10;
+            snprintf(t.tail[t.nrow], sizeof t.tail[t.nrow], "ok");
+        } else {
+            t.ncells[t.nrow] = 4;
+            snprintf(t.tail[t.nrow], sizeof t.tail[t.nrow], "%s", k->msg);
         }
-        if (r->status == ROW_OK) printf("  ok\n");
-        else if (r->status == ROW_FAIL) printf("  FAIL: %s\n", r->msg);
-        else printf("  %s\n", r->msg);
+        t.nrow++;
     }
+    printf("\ncold: the calls (and the copies) rotate over 'buffers' sets of inputs and output,\n"
+           "more than %d x L2 (%.0f MB) passing between two uses of one set\n",
+           COLD_L2_FACTOR, (double)c->l2_bytes / 1e6);
+    table_print(&t);
+}
+
+/* The CPU's vector extensions the backend can pick from. The library does not report which it
+   chose; these are what the machine offers. */
+static void cpu_features(char *buf, size_t n) {
+    buf[0] = '\0';
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_cpu_init();
+    snprintf(buf, n, "%s%s%s", __builtin_cpu_supports("avx512f") ? "avx512f " : "",
+             __builtin_cpu_supports("avx2") ? "avx2 " : "",
+             __builtin_cpu_supports("fma") ? "fma" : "");
+    size_t len = strlen(buf);
+    while (len && buf[len - 1] == ' ') buf[--len] = '\0';
+    if (!len) snprintf(buf, n, "baseline x86-64");
+#else
+    snprintf(buf, n, "not x86");
+#endif
+}
+
+/* The copy candidates on 2 GiB (or 256 MiB on a small device), in graphs like the rows': the
+   best kernel shape against cudaMemcpyAsync, so the table shows the kernel is not the weaker
+   copy. Progress only; a failure is fatal to the bench. */
+static int copy_reference(bench_ctx *c) {
+    const gpu_copy_cfg *cfgs;
+    gpu_stats each[16], best;
+    gpu_copy_cfg cfg;
+    void *src = NULL, *dst = NULL;
+    size_t bytes = (size_t)2 << 30;   /* as the floor's cudaMemcpy: 2 GiB copied */
+    if (gpu_copy_init() != 0) return -1;
+    const int n = gpu_copy_candidates(&cfgs);
+    if (gpu_alloc(&src, bytes, "copy source") || gpu_alloc(&dst, bytes, "copy destination")) {
+        gpu_free(src);
+        gpu_free(dst);
+        src = dst = NULL;
+        bytes = (size_t)256 << 20;
+        if (gpu_alloc(&src, bytes, "copy source") || gpu_alloc(&dst, bytes, "copy destination"))
+            goto failed;
+    }
+    if (gpu_poison(src, bytes) != 0 ||
+        gpu_copy_fastest(&dst, &src, 1, bytes, GRAPH_CALLS, c->warmup, c->repeats, &best, &cfg,
+                         each) != 0)
+        goto failed;
+    c->memcpy_graph_gbs = c->kernel_graph_gbs = -1.0;
+    for (int k = 0; k < n && k < 16; k++) {
+        char what[96];
+        const double gbs = 2.0 * (double)bytes / (each[k].median * 1e-3) / 1e9;
+        gpu_copy_describe(&cfgs[k], bytes, what, sizeof what);
+        progress(c, "  %.0f MiB copied: %-58s %7.1f GB/s", (double)bytes / (1 << 20), what, gbs);
+        if (cfgs[k].memcpy_async) {
+            c->memcpy_graph_gbs = gbs;
+        } else if (gbs > c->kernel_graph_gbs) {
+            c->kernel_graph_gbs = gbs;
+            snprintf(c->kernel_graph_cfg, sizeof c->kernel_graph_cfg, "%s", what);
+        }
+    }
+    gpu_free(src);
+    gpu_free(dst);
+    return 0;
+failed:
+    gpu_free(src);
+    gpu_free(dst);
+    return -1;
 }
 
 int cmd_bench(int argc, char **argv) {
-    bench_opts o;
-    bench_ctx c;
+    static bench_opts o;
+    static bench_ctx c;
+    static bench_row rows[MAX_ROWS];
     char device[256], date[64], why[512];
-    static bench_row rows[MAX_SHAPES * 6];
     int nrow = 0, rc;
-    if ((rc = parse_bench(argc, argv, &o)) != 0) return rc == 1 ? 0 : rc;
+    if ((rc = parse_bench(argc, argv, &o)) != 0) return rc == 1 ? 0 : rc == 3 ? 1 : rc;
     memset(&c, 0, sizeof c);
     c.o = &o;
     c.t0 = cli_now();
@@ -656,12 +1141,15 @@ int cmd_bench(int argc, char **argv) {
         cuda_unavailable_reason(why, sizeof why);
         progress(&c, "CUDA backend unavailable, running on the CPU: %s", why);
     }
+    c.repeats = o.repeats > 0 ? o.repeats : (c.cuda ? GPU_REPLAYS : 0);
+    c.warmup = o.warmup >= 0 ? o.warmup : (c.cuda ? GPU_WARM : 1);
 
     if (c.cuda) {
         if (gpu_init(device, sizeof device) != 0 || gpu_timer_create() != 0) {
             fprintf(stderr, "dswa bench: %s\n", gpu_error());
             return 1;
         }
+        c.l2_bytes = gpu_l2_bytes();
         progress(&c, "measuring device copy bandwidth (2 GiB device-to-device cudaMemcpy)");
         snprintf(c.copy_method, sizeof c.copy_method,
                  "2 GiB device-to-device cudaMemcpy, median of 10");
@@ -674,11 +1162,20 @@ int cmd_bench(int argc, char **argv) {
         }
         if (c.copy_gbs <= 0) {
             fprintf(stderr, "dswa bench: copy bandwidth: %s\n", gpu_error());
+            gpu_timer_destroy();
+            return 1;
+        }
+        progress(&c, "copy candidates (self-tested), each a graph of %d copies:", GRAPH_CALLS);
+        if (copy_reference(&c) != 0) {
+            fprintf(stderr, "dswa bench: copy reference: %s\n", gpu_error());
+            gpu_copy_shutdown();
+            gpu_timer_destroy();
             return 1;
         }
     } else {
         char cpu[200];
         cli_cpu_name(cpu, sizeof cpu);
+        cpu_features(c.cpu_features, sizeof c.cpu_features);
         snprintf(device, sizeof device, "%s, %d thread%s", cpu, c.threads,
                  c.threads == 1 ? "" : "s");
         progress(&c, "measuring host copy bandwidth (memcpy of 512 MiB over %d threads)",
@@ -694,7 +1191,10 @@ int cmd_bench(int argc, char **argv) {
     progress(&c, "copy bandwidth %.1f GB/s (read + written)", c.copy_gbs);
 
     for (int s = 0; s < o.nshapes; s++) run_shape(&c, o.l[s], o.n[s], rows, &nrow);
-    if (c.cuda) gpu_timer_destroy();
+    if (c.cuda) {
+        gpu_copy_shutdown();
+        gpu_timer_destroy();
+    }
     progress(&c, "done");
 
     if (o.json) {
@@ -702,22 +1202,31 @@ int cmd_bench(int argc, char **argv) {
     } else {
         printf("dswa %s bench, %s, backend %s: %s\n", DSWA_VERSION_STRING, date,
                c.cuda ? "cuda" : "cpu", device);
+        if (!c.cuda) printf("CPU vector extensions: %s\n", c.cpu_features);
         printf("copy bandwidth %.1f GB/s (%s, bytes read + written)\n", c.copy_gbs,
                c.copy_method);
-        printf("SAME-L: B=1 H=%d D=%d WL=WR=%d scale=1/8 lambda=1, math %s; median of %d "
-               "calls after %d warm-up; error on %d sampled rows x all heads vs float64\n",
-               SAME_H, SAME_D, SAME_W, dswa_math_name(o.math),
-               o.repeats > 0 ? o.repeats : (c.cuda ? 100 : 3),
-               o.warmup >= 0 ? o.warmup : (c.cuda ? 10 : 1), o.rows);
-        if (c.cuda)
-            printf("time_ms: one call replayed from a CUDA graph (events inside the graph); mean_ms: "
-                   "plain calls back to back between two events, per call; call_ms: one plain call "
-                   "between two events, host launch included\n");
-        else
-            printf("best_ms: the fastest call; GF/s/core: GFLOP/s over %d threads\n", c.threads);
+        printf("SAME-L: B=1 H=%d D=%d WL=%d WR=%d scale=1/8 lambda=1, math %s; error on %d "
+               "sampled rows x all heads vs float64\n",
+               SAME_H, SAME_D, (int)o.wl, (int)o.wr, dswa_math_name(o.math), o.rows);
+        if (c.cuda) {
+            printf("time_ms: a CUDA graph of %d calls on the same buffers, replayed %d times "
+                   "after %d, per call: median; spread = (max - min) / median\n",
+                   GRAPH_CALLS, c.repeats, c.warmup);
+            printf("copy_ms: the fastest same-size copy (dswa_min_bytes read + written), timed "
+                   "the same way; copying 2 GiB in such graphs: cudaMemcpyAsync %.1f GB/s, best copy "
+                   "kernel %.1f GB/s (%s)\n",
+                   c.memcpy_graph_gbs, c.kernel_graph_gbs, c.kernel_graph_cfg);
+            printf("%%copy = copy_ms / time_ms; call_ms: one plain call between two events, "
+                   "host launch included\n");
+        } else {
+            printf("time_ms: median of %s calls after %d warm-up; spread = (max - min) / median; "
+                   "GF/s/core: GFLOP/s over %d threads\n",
+                   o.repeats > 0 ? "the" : "at least 10 (and 2 s of)", c.warmup, c.threads);
+        }
         printf("%%floor = floor_ms / time_ms = GB/s / copy bandwidth\n");
-        print_table(&c, rows, nrow);
+        print_tables(&c, rows, nrow);
     }
+    if (stdout_flushed() != 0) return 1;
     if (c.fatal) fprintf(stderr, "dswa bench: stopped after a CUDA error: %s\n", c.fatal_msg);
     int bad = c.fatal;
     for (int i = 0; i < nrow; i++)

@@ -1,10 +1,15 @@
-/* A thin wrapper over the CUDA runtime for the tool: every call is checked, and a failure
-   leaves one message naming the call and the CUDA error. Without DSWA_HAVE_CUDA every
-   function fails with a message saying so. Only the default stream is used. */
+/* A thin wrapper over the CUDA runtime for the tool (cli.h), and the bench's graph timing and
+   same-size copy (gpu.h): every call is checked, and a failure leaves one message naming the
+   call and the CUDA error. Without DSWA_HAVE_CUDA every function fails with a message saying
+   so. Plain calls use the default stream; graphs are captured on a stream of ours (the legacy
+   default stream cannot be captured). */
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "gpu.h"
 
 static char gpu_msg[512] = "no CUDA call has failed";
 
@@ -96,8 +101,7 @@ int gpu_sync(const char *what) {
 
 static cudaEvent_t ev_start, ev_stop;
 static int ev_ready;
-static cudaStream_t graph_stream;   /* gpu_graph_*: the captured stream and its graph */
-static cudaGraphExec_t graph_exec;
+static cudaStream_t graph_stream;   /* where gpu_graph_time captures */
 
 int gpu_timer_create(void) {
     cudaError_t e;
@@ -112,7 +116,6 @@ int gpu_timer_create(void) {
 }
 
 void gpu_timer_destroy(void) {
-    gpu_graph_destroy();
     if (graph_stream) (void)cudaStreamDestroy(graph_stream);
     graph_stream = NULL;
     if (!ev_ready) return;
@@ -137,66 +140,6 @@ double gpu_timer_stop(void) {
     if ((e = cudaEventElapsedTime(&ms, ev_start, ev_stop)) != cudaSuccess)
         return fail(e, "cudaEventElapsedTime");
     return (double)ms;
-}
-
-/* One forward call timed as it runs in production, inside a CUDA graph: the start event, the
-   call and the stop event are captured once (on a stream of ours: the legacy default stream
-   cannot be captured) and replayed, so the host's API call is not inside the timed span. */
-int gpu_graph_begin(void **stream) {
-    cudaError_t e;
-    *stream = NULL;
-    if (!ev_ready && gpu_timer_create() != 0) return -1;
-    if (!graph_stream &&
-        (e = cudaStreamCreateWithFlags(&graph_stream, cudaStreamNonBlocking)) != cudaSuccess)
-        return fail(e, "cudaStreamCreateWithFlags");
-    if ((e = cudaStreamBeginCapture(graph_stream, cudaStreamCaptureModeThreadLocal)) != cudaSuccess)
-        return fail(e, "cudaStreamBeginCapture");
-    if ((e = cudaEventRecordWithFlags(ev_start, graph_stream, cudaEventRecordExternal)) != cudaSuccess) {
-        cudaGraph_t g;
-        (void)cudaStreamEndCapture(graph_stream, &g);
-        return fail(e, "cudaEventRecordWithFlags (in capture)");
-    }
-    *stream = graph_stream;
-    return 0;
-}
-
-int gpu_graph_end(int ok) {
-    cudaGraph_t g = NULL;
-    cudaError_t e = cudaSuccess;
-    if (ok) e = cudaEventRecordWithFlags(ev_stop, graph_stream, cudaEventRecordExternal);
-    cudaError_t e2 = cudaStreamEndCapture(graph_stream, &g);
-    if (e != cudaSuccess) {
-        if (g) (void)cudaGraphDestroy(g);
-        return fail(e, "cudaEventRecordWithFlags (in capture)");
-    }
-    if (e2 != cudaSuccess) return fail(e2, "cudaStreamEndCapture");
-    if (!ok) {
-        if (g) (void)cudaGraphDestroy(g);
-        return 0;
-    }
-    gpu_graph_destroy(); /* one graph at a time: none left from an earlier failed row */
-    e = cudaGraphInstantiate(&graph_exec, g, 0);
-    (void)cudaGraphDestroy(g);
-    if (e != cudaSuccess) {
-        graph_exec = NULL;
-        return fail(e, "cudaGraphInstantiate");
-    }
-    return 0;
-}
-
-double gpu_graph_replay(void) {
-    cudaError_t e;
-    float ms = 0.0f;
-    if ((e = cudaGraphLaunch(graph_exec, graph_stream)) != cudaSuccess) return fail(e, "cudaGraphLaunch");
-    if ((e = cudaStreamSynchronize(graph_stream)) != cudaSuccess) return fail(e, "cudaStreamSynchronize");
-    if ((e = cudaEventElapsedTime(&ms, ev_start, ev_stop)) != cudaSuccess)
-        return fail(e, "cudaEventElapsedTime (graph)");
-    return (double)ms;
-}
-
-void gpu_graph_destroy(void) {
-    if (graph_exec) (void)cudaGraphExecDestroy(graph_exec);
-    graph_exec = NULL;
 }
 
 double gpu_copy_bandwidth(size_t bytes, int repeats) {
@@ -225,6 +168,389 @@ done:
     gpu_free(src);
     gpu_free(dst);
     return result;
+}
+
+/* ---- graphs of many launches ------------------------------------------------------- */
+
+static int graph_stream_ready(void) {
+    cudaError_t e;
+    if (!ev_ready && gpu_timer_create() != 0) return -1;
+    if (!graph_stream &&
+        (e = cudaStreamCreateWithFlags(&graph_stream, cudaStreamNonBlocking)) != cudaSuccess)
+        return fail(e, "cudaStreamCreateWithFlags");
+    return 0;
+}
+
+int gpu_graph_time(gpu_enqueue_fn enqueue, void *ctx, int calls, int warm, int replays,
+                   gpu_stats *out) {
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    cudaError_t e;
+    double *t = NULL;
+    int rc = -1;
+    out->median = out->min = out->max = -1.0;
+    out->replays = 0;
+    if (calls < 1 || replays < 1) {
+        snprintf(gpu_msg, sizeof gpu_msg, "gpu_graph_time: %d calls, %d replays", calls, replays);
+        return -1;
+    }
+    if (graph_stream_ready() != 0) return -1;
+    if (!(t = malloc(sizeof(double) * (size_t)replays))) {
+        snprintf(gpu_msg, sizeof gpu_msg, "gpu_graph_time: out of host memory");
+        return -1;
+    }
+    if ((e = cudaStreamBeginCapture(graph_stream, cudaStreamCaptureModeThreadLocal)) != cudaSuccess) {
+        fail(e, "cudaStreamBeginCapture");
+        goto done;
+    }
+    int enq_failed = 0;
+    e = cudaEventRecordWithFlags(ev_start, graph_stream, cudaEventRecordExternal);
+    for (int i = 0; i < calls && e == cudaSuccess && !enq_failed; i++)
+        enq_failed = enqueue(ctx, i, graph_stream) != 0;
+    if (e == cudaSuccess && !enq_failed)
+        e = cudaEventRecordWithFlags(ev_stop, graph_stream, cudaEventRecordExternal);
+    /* The capture always ends, whatever failed inside it, so the stream is usable again. */
+    cudaError_t e2 = cudaStreamEndCapture(graph_stream, &g);
+    if (enq_failed) {
+        rc = -2;
+        goto done;
+    }
+    if (e != cudaSuccess) {
+        fail(e, "cudaEventRecordWithFlags (in capture)");
+        goto done;
+    }
+    if (e2 != cudaSuccess) {
+        fail(e2, "cudaStreamEndCapture");
+        goto done;
+    }
+    if ((e = cudaGraphInstantiate(&ge, g, 0)) != cudaSuccess) {
+        ge = NULL;
+        fail(e, "cudaGraphInstantiate");
+        goto done;
+    }
+    for (int r = -warm; r < replays; r++) {
+        float ms = 0.0f;
+        if ((e = cudaGraphLaunch(ge, graph_stream)) != cudaSuccess) {
+            fail(e, "cudaGraphLaunch");
+            goto done;
+        }
+        if ((e = cudaStreamSynchronize(graph_stream)) != cudaSuccess) {
+            fail(e, "cudaStreamSynchronize (graph replay)");
+            goto done;
+        }
+        if ((e = cudaEventElapsedTime(&ms, ev_start, ev_stop)) != cudaSuccess) {
+            fail(e, "cudaEventElapsedTime (graph)");
+            goto done;
+        }
+        if (r >= 0) t[r] = (double)ms / calls;
+    }
+    out->median = cli_median(t, replays);   /* sorts t */
+    out->min = t[0];
+    out->max = t[replays - 1];
+    out->replays = replays;
+    rc = 0;
+done:
+    if (ge) (void)cudaGraphExecDestroy(ge);
+    if (g) (void)cudaGraphDestroy(g);
+    free(t);
+    return rc;
+}
+
+size_t gpu_l2_bytes(void) {
+    int dev = 0, l2 = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+    if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) != cudaSuccess) return 0;
+    return l2 > 0 ? (size_t)l2 : 0;
+}
+
+int gpu_copy_d2d(void *dst, const void *src, size_t bytes, const char *what) {
+    char call[160];
+    cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice);
+    if (e != cudaSuccess) {
+        snprintf(call, sizeof call, "cudaMemcpy(%s, device to device, %.1f MB)", what,
+                 (double)bytes / 1e6);
+        return fail(e, call);
+    }
+    return 0;
+}
+
+/* ---- the same-size copy -------------------------------------------------------------- */
+
+/* The copy kernels, PTX written here and JIT-compiled by the driver for the device at hand
+   (the tool is a C program: nvcc compiles only the library). copy_uU(src, dst, n) moves n
+   16-byte vectors: the T threads of the grid walk the buffer in steps of U*T vectors, thread t
+   loading vectors t, t + T, ..., t + (U-1) T of a step (coalesced) before storing any, so U
+   loads are in flight per thread; a tail loop moves the rest one vector at a time. With a grid
+   of n/U threads there is one step (one pass); with a grid of one wave it strides. */
+static const int copy_unrolls[] = {1, 2, 4, 8};
+#define N_UNROLL ((int)(sizeof copy_unrolls / sizeof copy_unrolls[0]))
+
+static int ptx_append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+static int ptx_append(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (w < 0 || (size_t)w >= cap - *len) return -1;
+    *len += (size_t)w;
+    return 0;
+}
+
+static int copy_ptx(char *buf, size_t cap) {
+    size_t len = 0;
+    int bad = ptx_append(buf, cap, &len, ".version 7.0\n.target sm_52\n.address_size 64\n");
+    for (int k = 0; k < N_UNROLL && !bad; k++) {
+        const int u = copy_unrolls[k];
+        bad |= ptx_append(buf, cap, &len,
+            "\n.visible .entry copy_u%d(.param .u64 p_src, .param .u64 p_dst, .param .u64 p_n)\n"
+            "{\n"
+            "  .reg .pred %%p;\n"
+            "  .reg .b32 %%r<4>;\n"
+            "  .reg .b32 %%v<%d>;\n"
+            "  .reg .b64 %%src, %%dst, %%n, %%i, %%T, %%Tb, %%step, %%last, %%a, %%off;\n"
+            "  ld.param.u64 %%src, [p_src];\n"
+            "  ld.param.u64 %%dst, [p_dst];\n"
+            "  ld.param.u64 %%n, [p_n];\n"
+            "  cvta.to.global.u64 %%src, %%src;\n"
+            "  cvta.to.global.u64 %%dst, %%dst;\n"
+            "  mov.u32 %%r0, %%ntid.x;\n"
+            "  mov.u32 %%r1, %%nctaid.x;\n"
+            "  mov.u32 %%r2, %%ctaid.x;\n"
+            "  mov.u32 %%r3, %%tid.x;\n"
+            "  mul.wide.u32 %%T, %%r0, %%r1;\n"
+            "  shl.b64 %%Tb, %%T, 4;\n"
+            "  mul.wide.u32 %%i, %%r2, %%r0;\n"
+            "  cvt.u64.u32 %%a, %%r3;\n"
+            "  add.u64 %%i, %%i, %%a;\n"
+            "  mul.lo.u64 %%step, %%T, %d;\n"
+            "  mul.lo.u64 %%a, %%T, %d;\n"
+            "  setp.le.u64 %%p, %%n, %%a;\n"
+            "  @%%p bra TAIL;\n"
+            "  sub.u64 %%last, %%n, %%a;\n"   /* i < last <=> i + (U-1) T < n */
+            "STEP:\n"
+            "  setp.ge.u64 %%p, %%i, %%last;\n"
+            "  @%%p bra TAIL;\n"
+            "  shl.b64 %%off, %%i, 4;\n"
+            "  add.u64 %%a, %%src, %%off;\n",
+            u, 4 * u, u, u - 1);
+        for (int j = 0; j < u && !bad; j++)
+            bad |= ptx_append(buf, cap, &len,
+                "  ld.global.v4.b32 {%%v%d, %%v%d, %%v%d, %%v%d}, [%%a];\n%s",
+                4 * j, 4 * j + 1, 4 * j + 2, 4 * j + 3,
+                j + 1 < u ? "  add.u64 %a, %a, %Tb;\n" : "");
+        bad |= ptx_append(buf, cap, &len, "  add.u64 %%a, %%dst, %%off;\n");
+        for (int j = 0; j < u && !bad; j++)
+            bad |= ptx_append(buf, cap, &len,
+                "  st.global.v4.b32 [%%a], {%%v%d, %%v%d, %%v%d, %%v%d};\n%s",
+                4 * j, 4 * j + 1, 4 * j + 2, 4 * j + 3,
+                j + 1 < u ? "  add.u64 %a, %a, %Tb;\n" : "");
+        bad |= ptx_append(buf, cap, &len,
+            "  add.u64 %%i, %%i, %%step;\n"
+            "  bra.uni STEP;\n"
+            "TAIL:\n"
+            "  setp.ge.u64 %%p, %%i, %%n;\n"
+            "  @%%p bra DONE;\n"
+            "  shl.b64 %%off, %%i, 4;\n"
+            "  add.u64 %%a, %%src, %%off;\n"
+            "  ld.global.v4.b32 {%%v0, %%v1, %%v2, %%v3}, [%%a];\n"
+            "  add.u64 %%a, %%dst, %%off;\n"
+            "  st.global.v4.b32 [%%a], {%%v0, %%v1, %%v2, %%v3};\n"
+            "  add.u64 %%i, %%i, %%T;\n"
+            "  bra.uni TAIL;\n"
+            "DONE:\n"
+            "  ret;\n"
+            "}\n");
+    }
+    return bad ? -1 : 0;
+}
+
+static cudaLibrary_t copy_lib;
+static cudaKernel_t copy_kernel[N_UNROLL];
+static gpu_copy_cfg copy_cfgs[8];
+static int n_copy_cfgs;
+
+static int unroll_index(int u) {
+    for (int k = 0; k < N_UNROLL; k++)
+        if (copy_unrolls[k] == u) return k;
+    return 0;
+}
+
+static unsigned copy_grid(const gpu_copy_cfg *c, size_t n16) {
+    if (c->blocks > 0) return (unsigned)c->blocks;
+    const size_t per_block = (size_t)c->threads * (size_t)c->unroll;
+    size_t g = (n16 + per_block - 1) / per_block;
+    if (g < 1) g = 1;
+    if (g > 0x7fffffffu) g = 0x7fffffffu;
+    return (unsigned)g;
+}
+
+static int copy_enqueue(const gpu_copy_cfg *c, void *dst, const void *src, size_t bytes,
+                        cudaStream_t s) {
+    cudaError_t e;
+    if (c->memcpy_async) {
+        if ((e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s)) != cudaSuccess)
+            return fail(e, "cudaMemcpyAsync(device to device)");
+        return 0;
+    }
+    unsigned long long n16 = bytes / 16;
+    void *args[3] = {(void *)&src, (void *)&dst, (void *)&n16};
+    const dim3 grid = {copy_grid(c, (size_t)n16), 1, 1}, block = {(unsigned)c->threads, 1, 1};
+    if ((e = cudaLaunchKernel((const void *)copy_kernel[unroll_index(c->unroll)], grid, block,
+                              args, 0, s)) != cudaSuccess)
+        return fail(e, "cudaLaunchKernel(copy kernel)");
+    return 0;
+}
+
+int gpu_copy_candidates(const gpu_copy_cfg **cfgs) {
+    *cfgs = copy_cfgs;
+    return n_copy_cfgs;
+}
+
+void gpu_copy_describe(const gpu_copy_cfg *c, size_t bytes, char *buf, size_t n) {
+    if (c->memcpy_async) {
+        snprintf(buf, n, "cudaMemcpyAsync");
+        return;
+    }
+    snprintf(buf, n, "kernel: %d x 16 B per thread, %u x %d threads (%s)", c->unroll,
+             copy_grid(c, bytes / 16), c->threads, c->blocks > 0 ? "one wave, strided" : "one pass");
+}
+
+/* Each kernel candidate copies an odd-sized buffer exactly, and writes nothing past its end. */
+static int copy_selftest(void) {
+    const size_t n16 = 300007, bytes = n16 * 16, guard = 4096;
+    unsigned char *h = malloc(bytes + guard), *back = malloc(bytes + guard);
+    void *src = NULL, *dst = NULL;
+    cudaError_t e;
+    int rc = -1;
+    if (!h || !back) {
+        snprintf(gpu_msg, sizeof gpu_msg, "copy self-test: out of host memory");
+        goto done;
+    }
+    for (size_t i = 0; i < bytes; i++) h[i] = (unsigned char)(i * 2654435761u >> 13);
+    if (gpu_alloc(&src, bytes, "copy self-test source") != 0 ||
+        gpu_alloc(&dst, bytes + guard, "copy self-test destination") != 0 ||
+        gpu_upload(src, h, bytes, "copy self-test source") != 0)
+        goto done;
+    for (int k = 0; k < n_copy_cfgs; k++) {
+        char what[160];
+        if ((e = cudaMemset(dst, 0xA5, bytes + guard)) != cudaSuccess) {
+            fail(e, "cudaMemset (copy self-test)");
+            goto done;
+        }
+        if (copy_enqueue(&copy_cfgs[k], dst, src, bytes, 0) != 0 || gpu_sync("copy self-test") != 0 ||
+            gpu_download(back, dst, bytes + guard, "copy self-test destination") != 0)
+            goto done;
+        gpu_copy_describe(&copy_cfgs[k], bytes, what, sizeof what);
+        if (memcmp(back, h, bytes) != 0) {
+            snprintf(gpu_msg, sizeof gpu_msg, "copy self-test: %s copied wrong bytes", what);
+            goto done;
+        }
+        for (size_t i = bytes; i < bytes + guard; i++)
+            if (back[i] != 0xA5) {
+                snprintf(gpu_msg, sizeof gpu_msg, "copy self-test: %s wrote past the end", what);
+                goto done;
+            }
+    }
+    rc = 0;
+done:
+    gpu_free(src);
+    gpu_free(dst);
+    free(h);
+    free(back);
+    return rc;
+}
+
+int gpu_copy_init(void) {
+    static char ptx[16384];
+    cudaError_t e;
+    int dev = 0, sms = 0, max_threads = 0;
+    if (copy_lib) return 0;
+    if (copy_ptx(ptx, sizeof ptx) != 0) {
+        snprintf(gpu_msg, sizeof gpu_msg, "copy kernels: PTX buffer too small");
+        return -1;
+    }
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess) return fail(e, "cudaGetDevice");
+    if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
+        return fail(e, "cudaDeviceGetAttribute(multiprocessor count)");
+    if ((e = cudaDeviceGetAttribute(&max_threads, cudaDevAttrMaxThreadsPerMultiProcessor, dev)) !=
+        cudaSuccess)
+        return fail(e, "cudaDeviceGetAttribute(max threads per multiprocessor)");
+    if ((e = cudaLibraryLoadData(&copy_lib, ptx, NULL, NULL, 0, NULL, NULL, 0)) != cudaSuccess) {
+        copy_lib = NULL;
+        return fail(e, "cudaLibraryLoadData(copy kernels)");
+    }
+    for (int k = 0; k < N_UNROLL; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "copy_u%d", copy_unrolls[k]);
+        if ((e = cudaLibraryGetKernel(&copy_kernel[k], copy_lib, name)) != cudaSuccess) {
+            gpu_copy_shutdown();
+            return fail(e, "cudaLibraryGetKernel(copy kernel)");
+        }
+    }
+    /* cudaMemcpyAsync; one pass at 1, 2 and 4 vectors per thread (256 threads, the shape of an
+       elementwise kernel); and one full wave (every thread slot of every SM) striding with 2,
+       4 and 8 vectors in flight per thread. */
+    const int wave = sms * (max_threads >= 512 ? max_threads / 512 : 1);
+    const gpu_copy_cfg cfgs[] = {
+        {1, 0, 0, 0},
+        {0, 1, 256, 0}, {0, 2, 256, 0}, {0, 4, 256, 0},
+        {0, 2, 512, wave}, {0, 4, 512, wave}, {0, 8, 512, wave},
+    };
+    n_copy_cfgs = (int)(sizeof cfgs / sizeof cfgs[0]);
+    memcpy(copy_cfgs, cfgs, sizeof cfgs);
+    if (copy_selftest() != 0) {
+        gpu_copy_shutdown();
+        return -1;
+    }
+    return 0;
+}
+
+void gpu_copy_shutdown(void) {
+    if (copy_lib) (void)cudaLibraryUnload(copy_lib);
+    copy_lib = NULL;
+    n_copy_cfgs = 0;
+}
+
+typedef struct copy_job {
+    const gpu_copy_cfg *cfg;
+    void *const *dst;
+    void *const *src;
+    int nbuf;
+    size_t bytes;
+} copy_job;
+
+static int copy_job_enqueue(void *ctx, int i, void *stream) {
+    const copy_job *j = ctx;
+    return copy_enqueue(j->cfg, j->dst[i % j->nbuf], j->src[i % j->nbuf], j->bytes,
+                        (cudaStream_t)stream);
+}
+
+int gpu_copy_fastest(void *const *dst, void *const *src, int nbuf, size_t bytes, int calls,
+                     int warm, int replays, gpu_stats *best, gpu_copy_cfg *cfg_out,
+                     gpu_stats *each) {
+    int found = 0;
+    if (!copy_lib && gpu_copy_init() != 0) return -1;
+    if (bytes % 16 != 0 || nbuf < 1) {
+        snprintf(gpu_msg, sizeof gpu_msg, "gpu_copy_fastest: %zu bytes, %d buffers", bytes, nbuf);
+        return -1;
+    }
+    for (int k = 0; k < n_copy_cfgs; k++) {
+        copy_job job = {&copy_cfgs[k], dst, src, nbuf, bytes};
+        gpu_stats st;
+        /* An enqueue failure (-2) left its message in gpu_msg like any CUDA failure. */
+        if (gpu_graph_time(copy_job_enqueue, &job, calls, warm, replays, &st) != 0) return -1;
+        if (each) each[k] = st;
+        if (!found || st.median < best->median) {
+            *best = st;
+            *cfg_out = copy_cfgs[k];
+            found = 1;
+        }
+    }
+    return found ? 0 : -1;
 }
 
 void gpu_versions(int *runtime, int *driver) {
@@ -260,16 +586,41 @@ int gpu_download(void *dst, const void *src, size_t bytes, const char *what) {
 int gpu_poison(void *p, size_t bytes) { (void)p; (void)bytes; return no_cuda(); }
 int gpu_sync(const char *what) { (void)what; return no_cuda(); }
 int gpu_timer_create(void) { return no_cuda(); }
-int gpu_graph_begin(void **stream) { *stream = NULL; return no_cuda(); }
-int gpu_graph_end(int ok) { (void)ok; return no_cuda(); }
-double gpu_graph_replay(void) { return (double)no_cuda(); }
-void gpu_graph_destroy(void) {}
 void gpu_timer_destroy(void) {}
 int gpu_timer_start(void) { return no_cuda(); }
 double gpu_timer_stop(void) { return (double)no_cuda(); }
 double gpu_copy_bandwidth(size_t bytes, int repeats) {
     (void)bytes; (void)repeats;
     return (double)no_cuda();
+}
+int gpu_graph_time(gpu_enqueue_fn enqueue, void *ctx, int calls, int warm, int replays,
+                   gpu_stats *out) {
+    (void)enqueue; (void)ctx; (void)calls; (void)warm; (void)replays;
+    out->median = out->min = out->max = -1.0;
+    out->replays = 0;
+    return no_cuda();
+}
+size_t gpu_l2_bytes(void) { return 0; }
+int gpu_copy_d2d(void *dst, const void *src, size_t bytes, const char *what) {
+    (void)dst; (void)src; (void)bytes; (void)what;
+    return no_cuda();
+}
+int gpu_copy_init(void) { return no_cuda(); }
+void gpu_copy_shutdown(void) {}
+int gpu_copy_candidates(const gpu_copy_cfg **cfgs) {
+    *cfgs = NULL;
+    return 0;
+}
+void gpu_copy_describe(const gpu_copy_cfg *cfg, size_t bytes, char *buf, size_t n) {
+    (void)cfg; (void)bytes;
+    snprintf(buf, n, "none (built without CUDA)");
+}
+int gpu_copy_fastest(void *const *dst, void *const *src, int nbuf, size_t bytes, int calls,
+                     int warm, int replays, gpu_stats *best, gpu_copy_cfg *cfg_out,
+                     gpu_stats *each) {
+    (void)dst; (void)src; (void)nbuf; (void)bytes; (void)calls; (void)warm; (void)replays;
+    (void)best; (void)cfg_out; (void)each;
+    return no_cuda();
 }
 void gpu_versions(int *runtime, int *driver) { *runtime = *driver = 0; }
 
