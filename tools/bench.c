@@ -27,7 +27,9 @@
 #define GPU_PLAIN_CALLS 20    /* plain calls, each between two events (call_ms) */
 #define CPU_MIN_CALLS 10      /* the CPU median: at least this many calls ... */
 #define CPU_MIN_SECONDS 2.0   /* ... and at least this long, */
-#define CPU_MAX_CALLS 200     /* ... and at most this many */
+#define CPU_MAX_CALLS 200     /* ... and at most this many, */
+#define CPU_MAX_SECONDS 30.0  /* or past this long once CPU_FEW_CALLS are in (large shapes) */
+#define CPU_FEW_CALLS 5
 #define COLD_L2_FACTOR 2      /* cold: the other buffers between two uses of one exceed 2 x L2 */
 #define MAX_COLD_BUFFERS 64
 
@@ -156,7 +158,8 @@ static const char bench_help_text[] =
     "  --cold auto|all|none  rows also timed cold (GPU); auto (default): L <= 256, or rows\n"
     "                  whose bytes are under 8 x L2\n"
     "  --repeats R     GPU: timed graph replays per row (default 10); CPU: calls per row\n"
-    "                  (default: at least 10 calls and 2 s, at most 200)\n"
+    "                  (default: at least 10 calls and 2 s; at most 200, or 5 once 30 s\n"
+    "                  have passed)\n"
     "  --warmup W      untimed graph replays (GPU, default 2) or calls (CPU, default 1) first\n"
     "  --rows S        query rows sampled for the error check (default 64)\n"
     "  --seed S        seed of the random normal inputs (default 1)\n"
@@ -412,7 +415,8 @@ static void finish_row(const bench_ctx *c, bench_row *row, const dswa_problem *p
 
 /* The CPU median needs many calls: with 3 the spread between runs reached 37 %. Unless
    --repeats fixes the count, calls continue until CPU_MIN_CALLS and CPU_MIN_SECONDS are both
-   reached (at most CPU_MAX_CALLS). */
+   reached (at most CPU_MAX_CALLS; a shape too large for that stops after CPU_FEW_CALLS and
+   CPU_MAX_SECONDS). */
 static void run_cpu_row(const bench_ctx *c, bench_row *row, const dswa_problem *p,
                         const void *hq, const void *hk, const void *hv, void *hout,
                         size_t out_bytes, const int32_t *rows, int nrows) {
@@ -427,7 +431,9 @@ static void run_cpu_row(const bench_ctx *c, bench_row *row, const dswa_problem *
     }
     memset(hout, 0xff, out_bytes);
     for (int r = -c->warmup; r < cap; r++) {
-        if (!fixed && r >= CPU_MIN_CALLS && spent >= CPU_MIN_SECONDS) break;
+        if (!fixed && ((n >= CPU_MIN_CALLS && spent >= CPU_MIN_SECONDS) ||
+                       (n >= CPU_FEW_CALLS && spent >= CPU_MAX_SECONDS)))
+            break;
         const double t0 = cli_now();
         dswa_status s = dswa_forward_cpu(p, hq, hk, hv, hout);
         const double dt = cli_now() - t0;

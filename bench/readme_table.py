@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""README's performance table, generated from one `dswa bench --json` run (and, optionally, the
+compare.json of bench/compare.py from the same machine), so no number in it is copied by hand.
+
+    python3 bench/readme_table.py bench.json [--compare compare.json] [--commit HASH]
+    python3 bench/readme_table.py bench.json --readme README.md   # rewrite README in place
+
+With --readme, the text between the lines `<!-- perf-table:begin -->` and
+`<!-- perf-table:end -->` is replaced (the file is rewritten only when both markers are there
+once each); without it the table goes to stdout. The commit comes from the JSON (a `dswa` built
+with DSWA_GIT_COMMIT defined) or from --commit; a table without its commit is refused.
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+BEGIN, END = "<!-- perf-table:begin -->", "<!-- perf-table:end -->"
+DTYPES = (("f32", "float32"), ("bf16", "bfloat16"), ("f16", "float16"))
+VS = (("full", "2H heads"), ("shared", "shared"))
+
+
+def fail(msg):
+    print(f"readme_table: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        fail(f"{path}: {e}")
+
+
+def pct(x):
+    return "-" if x is None else f"{x:.0f} %"
+
+
+def cell(r, cold=False):
+    """'0.0629 ms, 78 % / 70 %' (time, % of the same-size copy, % of the floor)."""
+    if r is None:
+        return "-"
+    if r.get("status") != "ok":
+        return f"{r.get('status', '?')}: {r.get('message', '')}"[:60]
+    if cold:
+        c = r.get("cold") or {}
+        if c.get("time_ms") is None:
+            return "-"
+        floor = r.get("floor_ms")
+        pf = 100 * floor / c["time_ms"] if floor else None
+        return f"{c['time_ms']:.4f} ms, {pct(c.get('pct_of_copy'))} / {pct(pf)}"
+    return f"{r['time_ms']:.4f} ms, {pct(r.get('pct_of_copy'))} / {pct(r.get('pct_of_floor'))}"
+
+
+def spread(rows):
+    s = [100 * (r["time_ms_max"] - r["time_ms_min"]) / r["time_ms"] for r in rows
+         if r.get("status") == "ok" and r.get("time_ms") and r.get("time_ms_max") is not None]
+    return (min(s), max(s)) if s else None
+
+
+def triton_ratio(compare, L, torch_dtype, v):
+    """Triton's time over dswa's, both from compare.json (the same timing method)."""
+    if not compare:
+        return None
+    t = {r.get("name"): r.get("time_ms") for r in compare.get("rows", [])
+         if r.get("L") == L and r.get("dtype") == torch_dtype and r.get("v") == v}
+    if t.get("dswa") and t.get("triton"):
+        return t["triton"] / t["dswa"]
+    return None
+
+
+def table(bench, compare, commit):
+    if bench.get("tool") != "dswa bench" or "rows" not in bench:
+        fail("the first file is not the output of `dswa bench --json`")
+    if bench.get("backend") != "cuda":
+        fail("the bench ran on the CPU backend: the README table is the GPU's")
+    rows = bench["rows"]
+    shape = bench.get("shape", {})
+    Ls = sorted({r["L"] for r in rows if r.get("L") is not None})
+    cold_Ls = sorted({r["L"] for r in rows if r.get("L") is not None and r.get("cold")})
+    by = {(r.get("L"), r["dtype"], r["v"]): r for r in rows}
+    copy2 = bench.get("copy_2gib_graph") or {}
+    sp = spread(rows)
+    math = bench.get("math", "default")
+    out = [
+        f"Measured on {bench.get('device', '?')}, {bench.get('date', '?')}, commit `{commit}`, "
+        f"`dswa bench --json` (CUDA runtime {bench.get('cuda_runtime', '?')}, driver "
+        f"{bench.get('cuda_driver', '?')}). SAME-L shapes: B = {shape.get('batch', 1)}, "
+        f"H = {shape.get('heads', '?')}, D = {shape.get('head_dim', '?')}, window "
+        f"{shape.get('window_left', '?')} left / {shape.get('window_right', '?')} right, "
+        f"N = 17 L; f32 math `{math}`.",
+        "",
+        f"Each cell: time per call, the median of {bench.get('repeats', '?')} replays of a CUDA "
+        f"graph of {bench.get('graph_calls', '?')} back-to-back calls on the same buffers (as an "
+        f"engine runs it); then **% copy** = the time of the fastest same-size copy (the same "
+        f"bytes read + written, the better of cudaMemcpyAsync and the bench's own copy kernel, "
+        f"timed the same way) over that time; then **% floor** = minimum bytes / copy "
+        f"bandwidth ({bench.get('copy_bandwidth_gb_s', 0) / 1e3:.2f} TB/s, "
+        f"{bench.get('copy_bandwidth_method', '?')}) over that time."
+        + (f" Spread over the replays (max - min) / median: {sp[0]:.1f}-{sp[1]:.1f} %." if sp else "")
+        + (f" Copying 2 GiB in such graphs: cudaMemcpyAsync {copy2.get('memcpy_gb_s', 0):.0f} "
+           f"GB/s, the copy kernel {copy2.get('kernel_gb_s', 0):.0f} GB/s." if copy2 else ""),
+        "",
+    ]
+    head = ["dtype", "V"] + [f"L = {L}" for L in Ls] + [f"L = {L} cold" for L in cold_Ls]
+    if compare:
+        head.append("Triton / dswa (compare.py)")
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|" + "---|" * len(head))
+    for dt, torch_dt in DTYPES:
+        for v, vname in VS:
+            if not any((L, dt, v) in by for L in Ls):
+                continue
+            name = f"{dt} ({'TF32' if math == 'default' else math})" if dt == "f32" else dt
+            cells = [name, vname] + [cell(by.get((L, dt, v))) for L in Ls]
+            cells += [cell(by.get((L, dt, v)), cold=True) for L in cold_Ls]
+            if compare:
+                rs = [x for x in (triton_ratio(compare, L, torch_dt, v) for L in Ls) if x]
+                cells.append(f"{min(rs):.1f}-{max(rs):.1f}x" if rs else "-")
+            out.append("| " + " | ".join(cells) + " |")
+    errs = {}
+    for r in rows:
+        if r.get("rel_err") is not None:
+            errs[r["dtype"]] = max(errs.get(r["dtype"], 0.0), r["rel_err"])
+    if errs:
+        out.append("")
+        out.append("Largest relative error against the float64 reference: " + ", ".join(
+            f"{dt} {errs[dt]:.1e}" for dt, _ in DTYPES if dt in errs) + ".")
+    if cold_Ls:
+        out.append("Cold: the calls (and the copies) rotate over enough buffer sets that more "
+                   f"than twice the L2 ({bench.get('l2_bytes', 0) / 1e6:.0f} MB) passes between "
+                   "two uses of one.")
+    if compare:
+        m = compare.get("machine", {})
+        out.append(f"Triton / dswa: both timed by bench/compare.py on {m.get('device', '?')} "
+                   f"({m.get('date', '?')}); above 1 dswa is faster.")
+    return "\n".join(out) + "\n"
+
+
+def replace_in(path, text):
+    try:
+        with open(path) as f:
+            old = f.read()
+    except OSError as e:
+        fail(f"{path}: {e}")
+    if old.count(BEGIN) != 1 or old.count(END) != 1 or old.index(BEGIN) > old.index(END):
+        fail(f"{path}: needs the lines {BEGIN} and {END}, once each, in that order")
+    a = old.index(BEGIN) + len(BEGIN)
+    b = old.index(END)
+    new = old[:a] + "\n<!-- generated by bench/readme_table.py; do not edit by hand -->\n" + \
+        text + old[b:]
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".readme-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(new)
+        os.replace(tmp, path)
+    except OSError as e:
+        os.unlink(tmp)
+        fail(f"{path}: {e}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("bench", help="output of `dswa bench --json` (CUDA backend)")
+    ap.add_argument("--compare", help="output of bench/compare.py --json, same machine")
+    ap.add_argument("--commit", help="the commit the bench was built from (when the JSON has none)")
+    ap.add_argument("--readme", help="rewrite the marked region of this file instead of printing")
+    a = ap.parse_args()
+    bench = load(a.bench)
+    compare = load(a.compare) if a.compare else None
+    commit = bench.get("commit") or a.commit
+    if bench.get("commit") and a.commit and bench["commit"] != a.commit:
+        fail(f"--commit {a.commit} but the JSON says {bench['commit']}")
+    if not commit:
+        fail("no commit: the JSON has none (dswa built without DSWA_GIT_COMMIT); give --commit")
+    text = table(bench, compare, commit)
+    if a.readme:
+        replace_in(a.readme, text)
+    else:
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except OSError as e:
+            fail(f"writing to stdout: {e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
