@@ -148,7 +148,7 @@ def float_bits(x):
     return struct.unpack("<i", struct.pack("<f", x))[0]
 
 
-class AotParam:
+class KernelParam:
     """One kernel parameter of an export (dswa_aot_param): name, kind ("input", "extra",
     "output"), meaning, expr and expr_shared_v (formulas, see formula()), value (the value for
     the problem of dswa_aot_kernel_for, else None)."""
@@ -176,9 +176,9 @@ class AotKernel:
         self.window_left, self.window_right = info.window_left, info.window_right
         has_problem, grid_dims = info.problem_fields()
         kinds = ("input", "extra", "output")
-        self.params = [AotParam(name=s(x.name), kind=kinds[x.kind], meaning=s(x.meaning),
-                                expr=s(x.expr), expr_shared_v=s(x.expr_shared_v),
-                                value=x.value if has_problem and x.kind == 1 else None)
+        self.params = [KernelParam(name=s(x.name), kind=kinds[x.kind], meaning=s(x.meaning),
+                                   expr=s(x.expr), expr_shared_v=s(x.expr_shared_v),
+                                   value=x.value if has_problem and x.kind == 1 else None)
                        for x in info.params[:info.n_params]]
         self.extras = [p.name for p in self.params if p.kind == "extra"]
         self.values = [p.value for p in self.params if p.kind == "extra"] \

@@ -174,13 +174,27 @@ def _aot_or_skip():
         skip(f"skipped: this build has no AOT export ({e})")
 
 
-def test_trt_launch_values_match_library():
-    """dswa.trt's extras and grid formulas, evaluated on ints, equal what the library computes
-    for the same problem (dswa_aot_kernel_for): what TensorRT evaluates symbolically."""
+def _exported(_lib):
+    out = []
+    for sm in (80, 86, 89, 90, 100, 120):
+        try:
+            _lib.aot_kernel(f"sm_{sm}", _lib.F16, -1, -1)
+            out.append(f"sm_{sm}")
+        except ValueError:
+            pass
+    return out
+
+
+def test_trt_launch_formulas_match_library():
+    """The library's launch formulas (each extra's expr / expr_shared_v, the grid), evaluated
+    on ints by dswa._lib.formula, equal what the library computes for the same problem
+    (dswa_aot_kernel_for); tests/test_trt_layer.py does the same through TensorRT's symbolic
+    shape expressions."""
     from dswa import trt, _lib
     _aot_or_skip()
     n = 0
-    for arch in ("sm_80", "sm_90", "sm_120"):
+    archs = _exported(_lib)
+    for arch in archs:
         for dtype, math in ((_lib.F32, "default"), (_lib.F32, "fp32"), (_lib.F16, "default"),
                             (_lib.BF16, "default")):
             for B, N, H, shared, wl, wr, scale, lam in [
@@ -196,31 +210,44 @@ def test_trt_launch_values_match_library():
                     raises(ValueError, "band kernel only", trt._kernel, arch, dtype, wl, wr, math)
                     continue
                 want, kernel = _lib.aot_kernel_for(arch, p), trt._kernel(arch, dtype, wl, wr, math)
-                extras, grid = trt.launch_values(kernel, B, N, 2 * H, 64, H if shared else 2 * H,
-                                                 wl, wr, scale, lam)
+                env = {"B": B, "N": N, "H": H, "D": 64, "scale": scale, "lambda_": lam}
+                extras, grid = kernel.launch(env, shared)
                 assert kernel.extras == want.extras
                 assert extras == want.values, (arch, dtype, B, N, H, shared, extras, want.values)
+                assert grid == want.grid_dims, (grid, want.grid_dims)
+                assert kernel.block == want.block
                 if N > max(wl, wr):   # then the kernel for the windows is the one launched
-                    assert kernel.name == want.name and grid == want.grid_dims, (grid, want.grid_dims)
+                    assert kernel.name == want.name and kernel.shared_bytes == want.shared_bytes
                 assert kernel.target == arch and f".target {arch}" in kernel.ptx
                 assert f".entry {kernel.name}(" in kernel.ptx.replace(".visible .entry", ".entry")
                 n += 1
-    assert n == 66
+    assert n == 22 * len(archs)
+    raises(RuntimeError, "unknown name X", _lib.formula, "X + 1", {})
+    raises(RuntimeError, "cannot evaluate", _lib.formula, "N ** 2", {"N": 3})
+    assert _lib.formula("min(17, N - 1) + float_bits(lambda)", {"N": 5, "lambda_": 1.0}) == \
+        4 + 1065353216
 
 
 def test_trt_device_arch():
-    from dswa import trt
+    """The newest exported target not above the GPU's compute capability (asked of the
+    library); DSWA_TRT_ARCH overrides, checked against the exported targets."""
+    from dswa import trt, _lib
+    _aot_or_skip()
+    have = [int(a[3:]) for a in _exported(_lib)]
     saved, env = trt._capability, os.environ.pop("DSWA_TRT_ARCH", None)
     try:
-        for cc, want in [((8, 0), "sm_80"), ((8, 7), "sm_86"), ((8, 9), "sm_89"),
-                         ((9, 0), "sm_90"), ((10, 3), "sm_100"), ((11, 0), "sm_100"),
-                         ((12, 1), "sm_120")]:
+        for cc in [(8, 0), (8, 7), (8, 9), (9, 0), (10, 3), (11, 0), (12, 1)]:
+            fit = [a for a in have if a <= 10 * cc[0] + cc[1]]
+            if not fit:
+                continue
             trt._capability = lambda cc=cc: cc
-            assert trt.device_arch() == want, (cc, want)
+            assert trt.device_arch() == f"sm_{fit[-1]}", (cc, have)
         trt._capability = lambda: (7, 5)
         raises(RuntimeError, "sm_75", trt.device_arch)
-        os.environ["DSWA_TRT_ARCH"] = "sm_86"
-        assert trt.device_arch() == "sm_86"
+        os.environ["DSWA_TRT_ARCH"] = f"sm_{have[0]}"
+        assert trt.device_arch() == f"sm_{have[0]}"
+        os.environ["DSWA_TRT_ARCH"] = "sm_91"
+        raises(ValueError, "DSWA_TRT_ARCH = sm_91", trt.device_arch)
     finally:
         trt._capability = saved
         os.environ.pop("DSWA_TRT_ARCH", None)

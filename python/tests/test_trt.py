@@ -29,7 +29,7 @@ def build(trt, trtp, plugin_id, dtype, H, shared, prefer="AOT"):
     heads = {"q": 2 * H, "k": 2 * H, "v": H if shared else 2 * H}
     ins = [net.add_input(n, tdt, (-1, -1, h, D)) for n, h in heads.items()]
     ns, name = plugin_id.split("::")
-    layer = net.add_plugin(getattr(getattr(trtp.op, ns), name)(*ins, num_heads=H))
+    layer = net.add_plugin(dswa.trt.op(*ins, plugin_id=plugin_id))
     out = layer.get_output(0)
     out.name = "out"
     net.mark_output(out)
@@ -108,7 +108,7 @@ def test_trt_aot_options():
 def test_trt_jit():
     trt, trtp = need_trt()
     import dswa.trt
-    dswa.trt.register("dswatest::jit", window=9, lam=0.75)
+    dswa.trt.register("dswatest::jit", window=9, lam=0.75, impl="both")
     before = dswa.trt.stats["jit"]
     engine = build(trt, trtp, "dswatest::jit", "float16", 2, True, prefer="JIT")
     ctx = engine.create_execution_context()

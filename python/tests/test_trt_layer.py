@@ -31,3 +31,33 @@ def test_trt_plugin_layer():
         if r.returncode != 0:
             failed.append(f"{site}: exit {r.returncode}\n{r.stdout[-6000:]}")
     assert not failed, "\n".join(failed)
+
+
+def test_trt_plugin_launch_gpu():
+    """trt_gpu_check.py per site: the plugin path's PTX and launch on the GPU, in a CUDA graph,
+    against the float64 reference. Skipped (visibly) without a GPU."""
+    failed, skipped = [], None
+    for site in sites():
+        r = subprocess.run([sys.executable, os.path.join(HERE, "trt_gpu_check.py"), site],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        print(r.stdout)
+        if r.returncode == 77:
+            skipped = r.stdout.strip().splitlines()[-1]
+            break
+        if r.returncode != 0:
+            failed.append(f"{site}: exit {r.returncode}\n{r.stdout[-6000:]}")
+    assert not failed, "\n".join(failed)
+    if skipped:
+        skip(skipped)
+
+
+def test_trt_plugin_launch_emulated():
+    """The same path on the CPU (fake_cuda.py: the launch read back by the kernel's parameter
+    list and run by the library's CPU backend), for the first site: the argument list, grid and
+    block TensorRT would launch with, checked without a GPU."""
+    site = sites()[0]
+    r = subprocess.run([sys.executable, os.path.join(HERE, "trt_gpu_check.py"), site],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env=dict(os.environ, DSWA_FAKE_CUDA="1"))
+    print(r.stdout)
+    assert r.returncode == 0, r.stdout[-6000:]

@@ -1,0 +1,56 @@
+"""The ctypes mirror of dswa.h (dswa._lib) against the header itself: a C compiler prints
+offsetof/sizeof of every mirrored field, which must equal ctypes'. Skipped without a compiler."""
+import ctypes
+import os
+import shutil
+import subprocess
+import tempfile
+
+from _util import skip
+from dswa import _lib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def c_layout(struct, fields):
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    hdr = os.path.join(ROOT, "include", "dswa.h")
+    if not cc or not os.path.exists(hdr):
+        skip("skipped: no C compiler or no include/dswa.h")
+    src = "#include <stddef.h>\n#include <stdio.h>\n#include \"dswa.h\"\nint main(void) {\n"
+    src += f'    printf("%zu\\n", sizeof({struct}));\n'
+    for f in fields:
+        src += f'    printf("%zu\\n", offsetof({struct}, {f}));\n'
+    src += "    return 0;\n}\n"
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "t.c"), "w") as fh:
+            fh.write(src)
+        r = subprocess.run([cc, "-std=c11", "-I", os.path.dirname(hdr), "t.c", "-o", "t"],
+                           cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert r.returncode == 0, r.stdout
+        out = subprocess.run([os.path.join(d, "t")], stdout=subprocess.PIPE, text=True).stdout
+    return [int(x) for x in out.split()]
+
+
+def check(cls, struct):
+    names = [n for n, _ in cls._fields_]
+    present = [n for n in names if n not in ("tile", "strip")]
+    got = c_layout(struct, [n.rstrip("_") if n == "lambda_" else n for n in present])
+    want = [ctypes.sizeof(cls)] + [getattr(cls, n).offset for n in present]
+    if got != want and "tile" in names:
+        # the header without tile/strip: what AotInfo.problem_fields() reads instead
+        shift = 8
+        want = [ctypes.sizeof(cls) - shift] + [
+            getattr(cls, n).offset - (shift if getattr(cls, n).offset > cls.tile.offset else 0)
+            for n in present]
+    assert got == want, f"{struct}: C (size, offsets) {got} != ctypes {want} for {present}"
+
+
+def test_problem_layout():
+    check(_lib.Layout, "dswa_layout")
+    check(_lib.Problem, "dswa_problem")
+
+
+def test_aot_layout():
+    check(_lib.AotParam, "dswa_aot_param")
+    check(_lib.AotInfo, "dswa_aot_info")
