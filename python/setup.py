@@ -1,17 +1,48 @@
-"""Pure Python: nothing is compiled. When the repository's build/libdswa.so exists (run `make`
-first), a copy is placed next to the installed package, so that `import dswa` finds it."""
+"""Pure Python, plus a copy of the C library: `pip install ./python` places the repository's
+build/libdswa.so next to the installed package, so that `import dswa` finds it. When build/ has
+none yet (a fresh clone), it runs `make` in the repository root first (about 2 minutes with
+nvcc; extra make arguments from $DSWA_MAKE_FLAGS, e.g. "GPU_ARCH=90" for one GPU only).
+DSWA_NO_MAKE=1 skips that: the package then finds the library through $DSWA_LIB or the system
+linker path (`make install`)."""
 import os
+import shlex
 import shutil
+import subprocess
+import sys
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def library():
+    lib = os.path.join(ROOT, "build", "libdswa.so")
+    if os.path.exists(lib) or os.environ.get("DSWA_NO_MAKE") == "1":
+        return lib if os.path.exists(lib) else None
+    if not os.path.exists(os.path.join(ROOT, "Makefile")):
+        return None                            # not built from the repository
+    if shutil.which("make") is None:
+        sys.exit(f"dswa: {lib} does not exist and `make` is not installed: build the library "
+                 f"(make in {ROOT}), then pip install ./python again")
+    flags = shlex.split(os.environ.get("DSWA_MAKE_FLAGS", ""))
+    print(f"dswa: {lib} does not exist: running `make {' '.join(flags + ['all'])}` in {ROOT} "
+          "(about 2 minutes with nvcc)", file=sys.stderr, flush=True)
+    if subprocess.run(["make", "-C", ROOT] + flags + ["all"]).returncode != 0 or \
+            not os.path.exists(lib):
+        sys.exit(f"dswa: `make` in {ROOT} failed (see above); fix that and run it yourself, then "
+                 "pip install ./python again (or DSWA_NO_MAKE=1 with DSWA_LIB set)")
+    return lib
 
 
 class BuildPy(build_py):
     def run(self):
         super().run()
-        lib = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "libdswa.so")
-        if os.path.exists(lib) and not self.dry_run:
+        lib = library()
+        if lib is None:
+            print("dswa: installing without libdswa.so: set DSWA_LIB to it, or `make install` "
+                  "the library", file=sys.stderr)
+        elif not self.dry_run:
             shutil.copy2(lib, os.path.join(self.build_lib, "dswa", "libdswa.so"))
 
 

@@ -1,4 +1,5 @@
-"""Shared by the tests: the float64 reference, the error metric, skipping, optional imports.
+"""Shared by the tests: the float64 reference, the error metric, skipping, optional imports,
+LONG (DSWA_TEST_LONG=1).
 
 The tests run under pytest or, without it, under run_all.py; a skip is unittest.SkipTest,
 which both understand. The package is imported from this source tree (python/).
@@ -18,6 +19,10 @@ except Exception:
 
 import dswa  # noqa: E402,F401
 
+# DSWA_TEST_LONG=1: the slow variants too (every torch.compile with inductor, ...); the default
+# keeps every check with the quickest means that still makes it (aim: < 30 s on an H200).
+LONG = os.environ.get("DSWA_TEST_LONG") == "1"
+
 
 def skip(why):
     if "pytest" in sys.modules:
@@ -33,19 +38,27 @@ def to64(x):
 
 def reference(q, k, v, window_left, window_right, scale, lam):
     """float64 out (B, N, H, D) for q, k (B, N, 2H, D) or (B, N, 2, H, D) and v like q or
-    (B, N, H, D): softmax over |keys| in [i - window_left, i + window_right] per pair, then
-    pair 0 - lam * pair 1. Written from the definition, independently of the library."""
+    (B, N, H, D): softmax over keys j in [i - window_left, i + window_right] per pair, then
+    pair 0 - lam * pair 1. Written from the definition, independently of the library; only
+    the keys inside the window are visited (one pass per key offset), so the cost is that of
+    the band, not N^2."""
     q, k, v = to64(q), to64(k), to64(v)
     B, N, D = q.shape[0], q.shape[1], q.shape[-1]
     q5, k5 = q.reshape(B, N, 2, -1, D), k.reshape(B, N, 2, -1, D)
     H = q5.shape[3]
     v5 = np.stack([v, v], 2) if v.shape == (B, N, H, D) else v.reshape(B, N, 2, H, D)
-    i, j = np.arange(N)[:, None], np.arange(N)[None, :]
-    band = (j >= i - window_left) & (j <= i + window_right)
-    s = np.where(band, scale * np.einsum("bipht,bjpht->bphij", q5, k5), -np.inf)
-    w = np.exp(s - s.max(-1, keepdims=True))
-    w /= w.sum(-1, keepdims=True)
-    a = np.einsum("bphij,bjpht->bipht", w, v5)
+    offsets = range(-min(window_left, N - 1), min(window_right, N - 1) + 1)
+    s = np.full((len(offsets), B, N, 2, H), -np.inf)
+    for n, o in enumerate(offsets):             # key j = i + o for every query i it exists for
+        i0, i1 = max(0, -o), min(N, N - o)
+        s[n, :, i0:i1] = scale * np.einsum("bipht,bipht->biph", q5[:, i0:i1],
+                                           k5[:, i0 + o:i1 + o])
+    w = np.exp(s - s.max(0, keepdims=True))
+    w /= w.sum(0, keepdims=True)
+    a = np.zeros((B, N, 2, H, D))
+    for n, o in enumerate(offsets):
+        i0, i1 = max(0, -o), min(N, N - o)
+        a[:, i0:i1] += w[n, :, i0:i1, ..., None] * v5[:, i0 + o:i1 + o]
     return a[:, :, 0] - lam * a[:, :, 1]
 
 
