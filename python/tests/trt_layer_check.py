@@ -402,6 +402,35 @@ def network_call_with_current_numpy():
     return f"numpy {np.__version__}"
 
 
+@check
+def docs_aot_example():
+    """docs/AOT.md's aot_impl example, registered through TensorRT's plugin layer (its
+    validator requires the return annotation), launches what the library computes."""
+    if not HAS_AOT:
+        return "skipped: no aot_impl in this TensorRT"
+    import re
+    import textwrap
+    doc = open(os.path.join(os.path.dirname(os.path.dirname(HERE)), "docs", "AOT.md")).read()
+    block = re.search(r"In an `aot_impl`.*?```python\n(.*?)```", doc, re.S).group(1)
+    k = _lib.aot_kernel(ARCH, _lib.F16, 17, 17)
+    ns = {"meta": {"kernel": k.name}, "ptx": k.ptx, "WL": 17, "WR": 17,
+          "SCALE_BITS": _lib.float_bits(0.125), "LAMBDA_BITS": _lib.float_bits(1.0)}
+    code = textwrap.dedent(block)
+    # without the return annotation (as this example once was) TensorRT refuses it
+    bare = re.sub(r"\n\s*\) -> Tuple\[.*?trtp.SymIntExprs\]:", "):", code, flags=re.S)
+    bare = bare.replace("dswa::attention", "dswa::bare")
+    assert bare != code
+    expect(ValueError, "No return annotation found for aot_impl", exec, bare, dict(ns))
+    exec(code, ns)
+    b = B_.build("dswa::attention", inputs(_lib.F16, 3, False), {}, PROFILE)
+    cfg = dt.config()
+    for B, N in SIZES:
+        ref = _lib.aot_kernel_for(ARCH, problem(B, N, 3, _lib.F16, False, cfg))
+        assert [e.value({"B": B, "N": N}) for e in b.extras] == ref.values
+        assert tuple(b.launch[x].value({"B": B, "N": N}) for x in ("grid_x", "grid_y", "grid_z")) \
+            == ref.grid_dims
+
+
 failed = 0
 for fn in checks:
     try:
