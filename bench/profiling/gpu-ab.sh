@@ -1,17 +1,48 @@
 #!/usr/bin/env bash
-# One device call for the PERF log: build for this GPU, `dswa bench` (all rows), Nsight Compute
-# stall sampling (scripts/gpu-stalls.sh, when STALLS is set), then compile-time variants in the
-# same run (scripts/gpu-variants.sh), everything packed into OUTDIR/ab.tgz (the device tool
-# brings back at most 8 files). Usage: scripts/gpu-ab.sh OUTDIR "name=flags" ...
+# A/B of source trees on one GPU, in one device call: builds each tree for this GPU, then runs
+# `dswa bench --json` of each in turn, ROUNDS times (A B A B ...), so that drift shows as a
+# difference between the rounds of one tree, not between trees. A tree is a directory holding a
+# copy of the repository (e.g. `git worktree add /tmp/base <rev>`, carried to the GPU machine),
+# or a revision when the repository's .git is present.
+#   bench/profiling/gpu-ab.sh OUTDIR name=TREE ...      e.g.  OUT base=/tmp/base new=.
+# Bench options in BENCH_ARGS (default: all rows), rounds in ROUNDS (default 2). Writes
+# OUTDIR/<name>-<round>.json (+ .err) and build logs, and prints each run's short table.
+# Each tree is timed by its own `dswa bench`: compare trees whose bench times a row the same
+# way (14f754e or later: a graph of 20 calls), or time_ms means different things.
 set -u
+[ $# -ge 2 ] || { echo "usage: $0 OUTDIR name=TREE name=TREE ..."; exit 2; }
 out=$1; shift
-work=/tmp/ab; rm -rf "$work"; mkdir -p "$work"
-cd "$(dirname "$0")/.."
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 1
+root=$(cd "$(dirname "$0")/../.." && pwd)
+command -v nvidia-smi >/dev/null || { echo "gpu-ab: skipped: no GPU (nvidia-smi not found)"; exit 0; }
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d ' .')
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$work/smi.txt" 2>&1
-make -s -j"$(nproc)" GPU_ARCH="$arch" all > "$work/build.log" 2>&1 || { tail -n 30 "$work/build.log"; exit 1; }
-build/dswa bench --json > "$work/bench.json" 2> "$work/bench.err"; echo "bench rc $?"
-python3 bench/profiling/bench-table.py "$work/bench.json"
-[ -n "${STALLS:-}" ] && scripts/gpu-stalls.sh "$work" build "$STALLS"
-[ $# -gt 0 ] && scripts/gpu-variants.sh "$work" "$@"
-tar czf "$out/ab.tgz" -C "$work" .
+[ -n "$arch" ] || { echo "gpu-ab: skipped: no GPU"; exit 0; }
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/smi.txt"
+work=$(mktemp -d) || exit 1
+trap 'rm -rf "$work"' EXIT
+for v in "$@"; do
+    name=${v%%=*}; tree=${v#*=}
+    case $name in ''|*[!A-Za-z0-9_.-]*) echo "gpu-ab: '$v': the name must be letters, digits, . _ -"; exit 2 ;; esac
+    if [ -d "$tree" ]; then
+        src=$(cd "$tree" && pwd)
+    elif git -C "$root" rev-parse --verify -q "$tree^{commit}" >/dev/null 2>&1; then
+        src=$work/src-$name; mkdir -p "$src"
+        git -C "$root" archive "$tree" | tar -x -C "$src" || { echo "gpu-ab: $name: git archive $tree failed"; exit 1; }
+    else
+        echo "gpu-ab: $name: '$tree' is neither a directory nor a revision of this repository"; exit 2
+    fi
+    b=$work/build-$name
+    make -s -C "$src" -j"$(nproc)" BUILD="$b" GPU_ARCH="$arch" "$b/dswa" > "$out/build-$name.log" 2>&1 \
+        || { echo "gpu-ab: $name: build failed"; tail -n 20 "$out/build-$name.log"; exit 1; }
+done
+rc=0
+for r in $(seq 1 "${ROUNDS:-2}"); do
+    for v in "$@"; do
+        name=${v%%=*}
+        echo; echo "=== $name, round $r ($(date -u +%H:%M:%S))"
+        "$work/build-$name/dswa" bench ${BENCH_ARGS:-} --json > "$out/$name-$r.json" 2> "$out/$name-$r.err" \
+            || { echo "$name round $r: dswa bench exited $? (see $name-$r.err)"; rc=1; }
+        python3 "$root/bench/profiling/bench-table.py" "$out/$name-$r.json" || rc=1
+    done
+done
+exit $rc

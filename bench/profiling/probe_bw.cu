@@ -1,6 +1,6 @@
 /* Memory-pattern probes for docs/PERF.md: the loads and stores of a band-kernel shape with no
  * arithmetic, so that what a shape can reach at all is measured apart from its compute. Not
- * part of the library; run by scripts/gpu-probe.sh. Beside the shapes it times the same bytes as
+ * part of the library; run by bench/profiling/gpu-probe.sh. Beside the shapes it times the same bytes as
  * one coalesced stream (and read-only), cudaMemcpy and a copy kernel of the same byte count: what
  * anything can reach at each size, against the floor's 2 GiB copy bandwidth.
  *
@@ -264,9 +264,9 @@ int main(int argc, char **argv) {
        phases interleaved (the f32 byte pattern); 12 = heads h and h + 12 one after the other */
     struct run { const char *name; int es, tile, threads, bufs, strip, qmode, shared_v, bpsm, heads; };
     const run runs[] = {
-        {"v4-like", 2, 64, 128, 3, 1, 1, 0, 4, 1},
-        {"v4-like Qring", 2, 64, 128, 3, 1, 2, 0, 4, 1},
-        {"v4-like Qring 5/SM", 2, 64, 128, 3, 1, 2, 0, 5, 1},
+        {"band-like", 2, 64, 128, 3, 1, 1, 0, 4, 1},
+        {"band-like Qring", 2, 64, 128, 3, 1, 2, 0, 4, 1},
+        {"band-like Qring 5/SM", 2, 64, 128, 3, 1, 2, 0, 5, 1},
         {"2 heads seq", 2, 64, 128, 3, 1, 1, 0, 4, 2},
         {"2 heads seq Qring", 2, 64, 128, 3, 1, 2, 0, 4, 2},
         {"2 heads seq Qring 5/SM", 2, 64, 128, 3, 1, 2, 0, 5, 2},
@@ -274,16 +274,16 @@ int main(int argc, char **argv) {
         {"2 heads interleaved Qring", 2, 64, 128, 3, 1, 2, 0, 4, -2},
         {"heads h,h+12 seq Qring", 2, 64, 128, 3, 1, 2, 0, 4, 12},
         {"4 heads seq Qring", 2, 64, 128, 3, 1, 2, 0, 4, 4},
-        {"shared v4-like", 2, 64, 128, 3, 1, 1, 1, 4, 1},
+        {"shared band-like", 2, 64, 128, 3, 1, 1, 1, 4, 1},
         {"shared Qring", 2, 64, 128, 3, 1, 2, 1, 4, 1},
         {"shared 2 heads seq", 2, 64, 128, 3, 1, 1, 1, 4, 2},
         {"shared 2 heads seq Qring", 2, 64, 128, 3, 1, 2, 1, 4, 2},
         {"shared 2 heads interl Qring", 2, 64, 128, 3, 1, 2, 1, 4, -2},
-        {"f32 v4-like", 4, 64, 128, 3, 1, 1, 0, 4, 1},
-        {"f32 v4-like Qring", 4, 64, 128, 3, 1, 2, 0, 4, 1},
+        {"f32 band-like", 4, 64, 128, 3, 1, 1, 0, 4, 1},
+        {"f32 band-like Qring", 4, 64, 128, 3, 1, 2, 0, 4, 1},
         {"f32 2 heads seq", 4, 64, 128, 3, 1, 1, 0, 4, 2},
         {"f32 2 heads seq Qring", 4, 64, 128, 3, 1, 2, 0, 4, 2},
-        {"f32 shared v4-like", 4, 64, 128, 3, 1, 1, 1, 4, 1},
+        {"f32 shared band-like", 4, 64, 128, 3, 1, 1, 1, 4, 1},
         {"f32 shared Qring", 4, 64, 128, 3, 1, 2, 1, 4, 1},
         {"f32 shared 2 heads seq", 4, 64, 128, 3, 1, 1, 1, 4, 2},
     };

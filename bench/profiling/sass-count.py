@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Static SASS instruction mix per kernel entry: `scripts/sass-count.py FILE.sass [entry...]`.
+"""Static SASS instruction mix per kernel entry: `bench/profiling/sass-count.py FILE.sass [entry...]`.
 
 FILE.sass is `cuobjdump -sass` output. The band kernel is fully unrolled (one 64-query tile per
 block), so the static count of an entry is close to what each warp issues per tile."""
