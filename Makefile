@@ -22,13 +22,15 @@ CFLAGS   ?= -O3
 override CFLAGS += -std=c11 -fPIC -fopenmp $(WARN) -Iinclude -Isrc -D_POSIX_C_SOURCE=200809L
 LDLIBS   := -fopenmp -lm
 
-# src/ holds one folder per layer: core (problem, validation, errors), cpu, cuda, aot, ptx_fit,
+# src/ holds one folder per layer: core (problem, validation, errors), cpu, cuda, aot,
 # ref (the float64 reference). src/cuda/absent.c replaces the CUDA backend without nvcc;
 # src/aot/ptx_embed.c is a build-time generator, not part of the library.
 LIB_C    := $(filter-out src/cuda/absent.c src/aot/ptx_embed.c,$(wildcard src/*/*.c))
 LIB_CU   := $(wildcard src/cuda/*.cu)
 LIB_HDR  := include/dswa.h $(wildcard src/*/*.h src/*/*.cuh)
-TOOL_C   := $(wildcard tools/*.c)
+# The CLI: tools/*.c, and tools/ptx_fit/ (the engine of `dswa ptx-fit`, used by the CLI only).
+PTX_FIT_C := $(wildcard tools/ptx_fit/*.c)
+TOOL_C   := $(wildcard tools/*.c) $(PTX_FIT_C)
 TEST_LIB := $(wildcard tests/lib/*.c)
 TESTS_C  := $(wildcard tests/test_*.c)
 
@@ -80,17 +82,20 @@ $(BUILD)/libdswa.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 $(BUILD)/libdswa.so: $(LIB_OBJ)
 	$(CC) -shared -o $@ $^ $(CUDA_LIBS) $(LDLIBS)
-$(BUILD)/dswa: $(TOOL_C) $(wildcard tools/*.h) $(LIB_HDR) $(BUILD)/libdswa.a
+$(BUILD)/dswa: $(TOOL_C) $(wildcard tools/*.h tools/ptx_fit/*.h) $(LIB_HDR) $(BUILD)/libdswa.a
 	$(CC) $(CFLAGS) -o $@ $(TOOL_C) $(BUILD)/libdswa.a $(CUDA_LIBS) $(LDLIBS)
+# The tests of tools/ptx_fit (test_ptx_fit; test_aot assembles with its ptxas) link its sources.
+$(BUILD)/tests/test_ptx_fit $(BUILD)/tests/test_aot: EXTRA_TEST_SRC := -Itools $(PTX_FIT_C)
+$(BUILD)/tests/test_ptx_fit $(BUILD)/tests/test_aot: $(PTX_FIT_C) $(wildcard tools/ptx_fit/*.h)
 # (every test source: test_cuda_cases.c includes test_cpu.c)
 $(BUILD)/tests/%: tests/%.c $(TESTS_C) $(wildcard tests/lib/*.h) $(BUILD)/libdswa.a $(TEST_LIB_OBJ) | $(BUILD)/tests
-	$(CC) $(CFLAGS) -Itests/lib -o $@ $< $(TEST_LIB_OBJ) $(BUILD)/libdswa.a $(CUDA_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) -Itests/lib -o $@ $< $(EXTRA_TEST_SRC) $(TEST_LIB_OBJ) $(BUILD)/libdswa.a $(CUDA_LIBS) $(LDLIBS)
 
 $(BUILD)/obj $(BUILD)/tests:
 	mkdir -p $@
 
 test: all $(TEST_BIN)
-	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN) tests/python_tests.sh
+	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN) tests/test_cli.sh tests/python_tests.sh
 
 # dswa's own table, then (where Python has torch and Triton and a GPU is present) the
 # comparators of the same run, their table and the plot in $(BUILD)/.
@@ -133,7 +138,7 @@ install: all
 clean:
 	rm -rf $(BUILD)
 
-# ==== fuzz: the PTX reader of `dswa ptx-fit` (src/ptx_fit/) ==================================
+# ==== fuzz: the PTX reader of `dswa ptx-fit` (tools/ptx_fit/) ================================
 # `make fuzz [FUZZ_SECONDS=120]` builds fuzz/ptx_fit_fuzz.c with clang's libFuzzer,
 # AddressSanitizer and UndefinedBehaviorSanitizer (any report aborts) and runs it for
 # FUZZ_SECONDS, seeded with tests/fixtures and a PTX dictionary. The corpus grows in
@@ -146,8 +151,8 @@ FUZZ_CC      ?= clang
 fuzz:
 	mkdir -p $(BUILD)/fuzz/corpus
 	$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	    -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Iinclude -Isrc \
-	    -D_POSIX_C_SOURCE=200809L fuzz/ptx_fit_fuzz.c src/ptx_fit/ptx_fit.c -o $(BUILD)/fuzz/ptx_fit_fuzz
+	    -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Itools \
+	    -D_POSIX_C_SOURCE=200809L fuzz/ptx_fit_fuzz.c $(PTX_FIT_C) -o $(BUILD)/fuzz/ptx_fit_fuzz
 	$(BUILD)/fuzz/ptx_fit_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 \
 	    -rss_limit_mb=2048 -dict=fuzz/ptx.dict -artifact_prefix=$(BUILD)/fuzz/ -print_final_stats=1 \
 	    $(BUILD)/fuzz/corpus tests/fixtures

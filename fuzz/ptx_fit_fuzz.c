@@ -1,4 +1,4 @@
-/* ptx_fit_fuzz — libFuzzer harness for the PTX reader of `dswa ptx-fit` (src/ptx_fit.c),
+/* ptx_fit_fuzz — libFuzzer harness for the PTX reader of `dswa ptx-fit` (tools/ptx_fit/),
    which parses untrusted text. Each input is fitted under three option sets derived from its
    last byte (keep counts, --entry names of the fixtures, plain targets, alignments), so the
    removal, retargeting and alignment paths all run, not just the parser. Besides the
@@ -14,29 +14,29 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void fit_twice(const char *in, size_t len, dswa_ptx_fit_opts o) {
-    dswa_ptx_fit_result r;
-    dswa_ptx_fit_status st = dswa_ptx_fit(in, len, &o, &r);
-    if (st == DSWA_PTX_FIT_INTERNAL) abort();
-    if (st != DSWA_PTX_FIT_OK) {
+static void fit_twice(const char *in, size_t len, ptx_fit_opts o) {
+    ptx_fit_result r;
+    ptx_fit_status st = ptx_fit(in, len, &o, &r);
+    if (st == PTX_FIT_INTERNAL) abort();
+    if (st != PTX_FIT_OK) {
         if (!r.message || !*r.message || r.text) abort();
-        dswa_ptx_fit_result_free(&r);
+        ptx_fit_result_free(&r);
         return;
     }
     if (r.message || !r.text || r.text[r.len] != '\0' || r.params_after != o.keep ||
         !r.sig_before || !r.sig_after || !r.entry || !r.target_after || !r.note ||
-        !dswa_ptx_fit_arch_ok(r.target_after))
+        !ptx_fit_arch_ok(r.target_after))
         abort();
-    dswa_ptx_fit_opts o2 = o;
+    ptx_fit_opts o2 = o;
     o2.arch = r.target_after;
-    dswa_ptx_fit_result r2;
-    st = dswa_ptx_fit(r.text, r.len, &o2, &r2);
-    if (st != DSWA_PTX_FIT_OK || r2.len != r.len || memcmp(r2.text, r.text, r.len) != 0 ||
+    ptx_fit_result r2;
+    st = ptx_fit(r.text, r.len, &o2, &r2);
+    if (st != PTX_FIT_OK || r2.len != r.len || memcmp(r2.text, r.text, r.len) != 0 ||
         r2.aligns_raised != 0 || strcmp(r2.sig_before, r.sig_after) != 0 || r2.mma != r.mma ||
         r2.shared_bytes != r.shared_bytes)
         abort();
-    dswa_ptx_fit_result_free(&r2);
-    dswa_ptx_fit_result_free(&r);
+    ptx_fit_result_free(&r2);
+    ptx_fit_result_free(&r);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -46,12 +46,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     unsigned b = size ? data[size - 1] : 0;
     const char *in = (const char *)data;
 
-    dswa_ptx_fit_opts a = {(int)(b % 9), NULL, NULL, 0};
+    ptx_fit_opts a = {(int)(b % 9), NULL, NULL, 0};
     fit_twice(in, size, a);
-    dswa_ptx_fit_opts v = {(int)((b / 9) % 4), entries[b % 5], archs[(b >> 2) % 5],
+    ptx_fit_opts v = {(int)((b / 9) % 4), entries[b % 5], archs[(b >> 2) % 5],
                            aligns[(b >> 4) % 5]};
     fit_twice(in, size, v);
-    dswa_ptx_fit_opts t = {5, NULL, "sm_90", 16}; /* the Triton case */
+    ptx_fit_opts t = {5, NULL, "sm_90", 16}; /* the Triton case */
     fit_twice(in, size, t);
     return 0;
 }

@@ -1,9 +1,10 @@
-/* test_ptx_fit — `dswa ptx-fit`'s engine (src/ptx_fit.c) on PTX in the shape Triton emits:
+/* test_ptx_fit — `dswa ptx-fit`'s engine (tools/ptx_fit/) on PTX in the shape Triton emits:
    real Triton 3.9 output and hand-made fixtures in tests/fixtures/ (see their headers), plus
    small inline modules for single features. Covers the fit itself (trailing scratch pointers
    removed, .align raised, plain target, report), the refusals (a removed parameter is read,
-   an instruction needs sm_XXa, .version too low), the errors (no entry, several entries,
-   not PTX, K too large, malformed), and assembles every fitted result with ptxas when one is
+   a parameter's address is taken or read past, an instruction needs sm_XXa or a newer GPU
+   than the target, .version too low), the errors (no entry, several entries, not text, not
+   PTX, K too large, malformed), the input cap, and assembles every fitted result with ptxas when one is
    found (that part is skipped, and says so, without it). Fuzzing regressions in
    tests/fixtures/fuzz-*.ptx must come through without a crash.
    Fixtures are found next to this source file (DSWA_FIXTURES in the environment overrides),
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ptx_fit/ptx_fit.h"
 
@@ -85,20 +87,20 @@ static int line_of(const char *text, const char *needle) {
     return line;
 }
 
-static dswa_ptx_fit_status fit(const char *text, size_t len, int keep, const char *entry,
-                               const char *arch, int align, dswa_ptx_fit_result *r) {
-    dswa_ptx_fit_opts o = {keep, entry, arch, align};
-    return dswa_ptx_fit(text, len, &o, r);
+static ptx_fit_status fit(const char *text, size_t len, int keep, const char *entry,
+                               const char *arch, int align, ptx_fit_result *r) {
+    ptx_fit_opts o = {keep, entry, arch, align};
+    return ptx_fit(text, len, &o, r);
 }
 
 /* Assembles a fitted result for its target; counts a skip when there is no ptxas. */
-static int assemble_q(const dswa_ptx_fit_result *r, const char *what, int expect_ok) {
+static int assemble_q(const ptx_fit_result *r, const char *what, int expect_ok) {
     if (!ptxas) {
         assemble_skipped++;
         return 0;
     }
     char *msg = NULL;
-    int rc = dswa_ptxas_assemble(ptxas, r->text, r->len, r->target_after, &msg);
+    int rc = ptx_fit_ptxas_assemble(ptxas, r->text, r->len, r->target_after, &msg);
     if (rc == 0) assembled++;
     if ((rc == 0) != expect_ok)
         fprintf(stderr, "ptxas -arch=%s on %s: exit %d:\n%s\n", r->target_after, what, rc,
@@ -106,32 +108,32 @@ static int assemble_q(const dswa_ptx_fit_result *r, const char *what, int expect
     free(msg);
     return rc;
 }
-static int assemble(const dswa_ptx_fit_result *r, const char *what) {
+static int assemble(const ptx_fit_result *r, const char *what) {
     return assemble_q(r, what, 1);
 }
 
 /* Fitting a fitted result again (same target, all parameters kept) must change nothing. */
-static void check_idempotent(const dswa_ptx_fit_result *r, int align, const char *what) {
-    dswa_ptx_fit_result r2;
-    dswa_ptx_fit_status st =
+static void check_idempotent(const ptx_fit_result *r, int align, const char *what) {
+    ptx_fit_result r2;
+    ptx_fit_status st =
         fit(r->text, r->len, r->params_after, r->entry, r->target_after, align, &r2);
-    CHECK(st == DSWA_PTX_FIT_OK, "%s: refit: %s", what, r2.message);
-    if (st == DSWA_PTX_FIT_OK) {
+    CHECK(st == PTX_FIT_OK, "%s: refit: %s", what, r2.message);
+    if (st == PTX_FIT_OK) {
         CHECK(r2.len == r->len && memcmp(r2.text, r->text, r->len) == 0, "%s: refit changed it",
               what);
         CHECK(r2.aligns_raised == 0 && r2.params_after == r->params_after, "%s: refit", what);
         CHECK(!strcmp(r2.sig_before, r->sig_after), "%s: signature after != refit's before", what);
     }
-    dswa_ptx_fit_result_free(&r2);
+    ptx_fit_result_free(&r2);
 }
 
 static void test_triton_mma(void) {
     size_t len;
     char *in = slurp("triton39_dot_mma_sm90a.ptx", &len);
-    dswa_ptx_fit_result r;
-    dswa_ptx_fit_status st = fit(in, len, 5, NULL, NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_OK, "%s", r.message);
-    if (st == DSWA_PTX_FIT_OK) {
+    ptx_fit_result r;
+    ptx_fit_status st = fit(in, len, 5, NULL, NULL, 0, &r);
+    CHECK(st == PTX_FIT_OK, "%s", r.message);
+    if (st == PTX_FIT_OK) {
         CHECK(!strcmp(r.entry, "dot_kernel"), "entry %s", r.entry);
         CHECK(r.params_before == 7 && r.params_after == 5, "%d -> %d", r.params_before,
               r.params_after);
@@ -163,47 +165,48 @@ static void test_triton_mma(void) {
         CHECK(assemble(&r, "triton39_dot_mma_sm90a.ptx") == 0, "ptxas failed");
         check_idempotent(&r, 0, "triton39_dot_mma");
     }
-    dswa_ptx_fit_result_free(&r);
+    ptx_fit_result_free(&r);
 
     /* --arch: the same plain target, one the .version does not know, a lower one. */
     st = fit(in, len, 5, "dot_kernel", "sm_90", 16, &r);
-    CHECK(st == DSWA_PTX_FIT_OK && !strcmp(r.target_after, "sm_90"), "%s", r.message);
-    dswa_ptx_fit_result_free(&r);
+    CHECK(st == PTX_FIT_OK && !strcmp(r.target_after, "sm_90"), "%s", r.message);
+    ptx_fit_result_free(&r);
     st = fit(in, len, 5, NULL, "sm_100", 0, &r);
-    CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "8.6") &&
+    CHECK(st == PTX_FIT_REFUSED && strstr(r.message, "8.6") &&
               r.line == line_of(in, ".version"),
           "%s", r.message);
     CHECK(r.text == NULL, "text on a refusal");
-    dswa_ptx_fit_result_free(&r);
+    ptx_fit_result_free(&r);
+    /* Triton's stmatrix needs sm_90: refused without --verify, naming it (ptxas agrees) */
     st = fit(in, len, 5, NULL, "sm_80", 0, &r);
-    CHECK(st == DSWA_PTX_FIT_OK && strstr(r.note, "lowered"), "%s / note %s", r.message, r.note);
-    if (st == DSWA_PTX_FIT_OK && ptxas) /* Triton's stmatrix needs sm_90: --verify's job */
-        CHECK(assemble_q(&r, "triton39 for sm_80", 0) != 0, "sm_80 should not assemble");
-    dswa_ptx_fit_result_free(&r);
+    CHECK(st == PTX_FIT_REFUSED && strstr(r.message, "stmatrix") && strstr(r.message, "sm_90") &&
+              r.line == line_of(in, "stmatrix"),
+          "%s", r.message);
+    ptx_fit_result_free(&r);
 
     /* K = all parameters, --align 1: only the target changes. */
     st = fit(in, len, 7, NULL, NULL, 1, &r);
-    CHECK(st == DSWA_PTX_FIT_OK && r.aligns_raised == 0 && r.params_after == 7 &&
+    CHECK(st == PTX_FIT_OK && r.aligns_raised == 0 && r.params_after == 7 &&
               r.len + 1 == len && !*r.removed,
           "%s", r.message);
-    dswa_ptx_fit_result_free(&r);
+    ptx_fit_result_free(&r);
 
     /* K too large: an error, not a refusal. */
     st = fit(in, len, 8, NULL, NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_BAD_INPUT && strstr(r.message, "7 parameters") &&
-              dswa_ptx_fit_exit_code(st) == 2,
+    CHECK(st == PTX_FIT_BAD_INPUT && strstr(r.message, "7 parameters") &&
+              ptx_fit_exit_code(st) == 2,
           "%s", r.message);
-    dswa_ptx_fit_result_free(&r);
+    ptx_fit_result_free(&r);
     free(in);
 }
 
 static void test_handmade_triton(void) {
     size_t len;
     char *in = slurp("triton_mma_sm90a.ptx", &len);
-    dswa_ptx_fit_result r;
-    dswa_ptx_fit_status st = fit(in, len, 5, NULL, NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_OK, "%s", r.message);
-    if (st == DSWA_PTX_FIT_OK) {
+    ptx_fit_result r;
+    ptx_fit_status st = fit(in, len, 5, NULL, NULL, 0, &r);
+    CHECK(st == PTX_FIT_OK, "%s", r.message);
+    if (st == PTX_FIT_OK) {
         CHECK(r.mma == 2 && r.params_after == 5 && r.aligns_raised == 4, "mma %ld", r.mma);
         /* The scratch names survive in comments only. */
         CHECK(!strstr(r.sig_after, "param_5") && strstr(r.text, "triton_fit_kernel_param_5 and"),
@@ -211,52 +214,199 @@ static void test_handmade_triton(void) {
         CHECK(assemble(&r, "triton_mma_sm90a.ptx") == 0, "ptxas failed");
         check_idempotent(&r, 0, "triton_mma_sm90a");
     }
-    dswa_ptx_fit_result_free(&r);
+    ptx_fit_result_free(&r);
     /* Keeping fewer than Triton's pointers: param_4 is read. */
     st = fit(in, len, 4, NULL, NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "'triton_fit_kernel_param_4'") &&
+    CHECK(st == PTX_FIT_REFUSED && strstr(r.message, "'triton_fit_kernel_param_4'") &&
               strstr(r.message, "reads") && r.line == line_of(in, "[triton_fit_kernel_param_4]"),
           "%s (line %d)", r.message, r.line);
-    dswa_ptx_fit_result_free(&r);
+    ptx_fit_result_free(&r);
+    /* Lower targets: sm_80 has every instruction (a note says the target was lowered, ptxas
+       assembles it); sm_75 has no tf32 mma, which ptxas would reject: refused. */
+    st = fit(in, len, 5, NULL, "sm_80", 0, &r);
+    CHECK(st == PTX_FIT_OK && strstr(r.note, "lowered"), "%s / note %s", r.message, r.note);
+    if (st == PTX_FIT_OK) CHECK(assemble(&r, "triton_mma_sm90a.ptx for sm_80") == 0, "ptxas failed");
+    ptx_fit_result_free(&r);
+    st = fit(in, len, 5, NULL, "sm_75", 0, &r);
+    CHECK(st == PTX_FIT_REFUSED && strstr(r.message, "tf32") && strstr(r.message, "needs sm_80") &&
+              r.line == line_of(in, "cvt.rna.tf32"),
+          "%s", r.message);
+    CHECK(ptx_fit_exit_code(st) == 1 && !r.text, "refusal");
+    ptx_fit_result_free(&r);
     free(in);
+}
+
+/* Instructions newer than the target, one at a time, in a module for sm_90 lowered by --arch:
+   each is refused on the target below its GPU and accepted on its own (and ptxas agrees). */
+static void test_min_targets(void) {
+    static const struct {
+        const char *insn, *below, *at;
+    } cases[] = {
+        {"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%f0,%f1,%f2,%f3}, {%r0,%r1,%r2,%r3}, "
+         "{%r4,%r5}, {%f4,%f5,%f6,%f7};", "sm_75", "sm_80"},
+        {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f0,%f1,%f2,%f3}, {%r0,%r1,%r2,%r3}, "
+         "{%r4,%r5}, {%f4,%f5,%f6,%f7};", "sm_75", "sm_80"},
+        {"cp.async.ca.shared.global [%r30], [%rd1], 4;", "sm_75", "sm_80"},
+        {"cvt.rn.bf16x2.f32 %r1, %f1, %f2;", "sm_75", "sm_80"},
+        {"redux.sync.add.s32 %r1, %r2, 0xffffffff;", "sm_75", "sm_80"},
+        {"stmatrix.sync.aligned.m8n8.x4.shared.b16 [%r30], {%r0,%r1,%r2,%r3};", "sm_80", "sm_90"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[1024];
+        int n = snprintf(text, sizeof text,
+                         ".version 8.4\n.target sm_90\n.address_size 64\n"
+                         ".visible .entry k(.param .u64 k_p)\n{\n.reg .b32 %%r<40>;\n"
+                         ".reg .f32 %%f<40>;\n.reg .b64 %%rd<8>;\n.shared .align 16 .b8 s[1024];\n"
+                         "mov.u32 %%r30, s;\n%s\nret;\n}\n",
+                         cases[i].insn);
+        ptx_fit_result r;
+        ptx_fit_status st = fit(text, (size_t)n, 1, NULL, cases[i].below, 0, &r);
+        CHECK(st == PTX_FIT_REFUSED && strstr(r.message, cases[i].at) && r.line == 11,
+              "%s on %s: %s", cases[i].insn, cases[i].below, r.message);
+        ptx_fit_result_free(&r);
+        st = fit(text, (size_t)n, 1, NULL, cases[i].at, 0, &r);
+        CHECK(st == PTX_FIT_OK, "%s on %s: %s", cases[i].insn, cases[i].at, r.message);
+        if (st == PTX_FIT_OK) CHECK(assemble(&r, cases[i].insn) == 0, "ptxas failed");
+        ptx_fit_result_free(&r);
+    }
+}
+
+/* A kept parameter must not lead to removed ones: its address taken (mov, cvta.param), or an
+   ld.param reading past its end, reaches the parameters after it. */
+static void test_param_address(void) {
+    size_t len;
+    char *in = slurp("param_address.ptx", &len);
+    ptx_fit_result r;
+    ptx_fit_status st = fit(in, len, 4, NULL, NULL, 0, &r);
+    CHECK(st == PTX_FIT_REFUSED && strstr(r.message, "takes the address of parameter "
+                                                     "'addr_kernel_param_0'") &&
+              r.line == line_of(in, "mov.u64"),
+          "%s (line %d)", r.message, r.line);
+    ptx_fit_result_free(&r);
+    /* Nothing removed: nothing to reach; the module fits and assembles. */
+    st = fit(in, len, 6, NULL, NULL, 0, &r);
+    CHECK(st == PTX_FIT_OK, "%s", r.message);
+    if (st == PTX_FIT_OK) CHECK(assemble(&r, "param_address.ptx, all kept") == 0, "ptxas failed");
+    ptx_fit_result_free(&r);
+    free(in);
+
+    static const struct {
+        const char *params, *body;
+        int ok;
+    } cases[] = {
+        {".param .u64 a, .param .u64 b", "cvta.param.u64 %rd1, %rd2;", 0},
+        {".param .u64 a, .param .u64 b", "ld.param.u64 %rd1, [a+8];", 0},
+        {".param .u64 a, .param .u64 b", "ld.param.v2.u32 {%r1, %r2}, [a+4];", 0},
+        {".param .u64 a, .param .u64 b", "ld.param.u32 %r1, [a+4];", 1},
+        {".param .u64 a, .param .u64 b", "ld.param.u64 %rd1, [a+0];", 1},
+        {".param .align 8 .b8 a[16], .param .u64 b", "ld.param.u64 %rd1, [a+8];", 1},
+        {".param .align 8 .b8 a[16], .param .u64 b", "ld.param.u64 %rd1, [a+12];", 0},
+        {".param .u64 a, .param .u64 b", "mov.b64 %rd1, a;", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[1024];
+        int n = snprintf(text, sizeof text,
+                         ".version 8.4\n.target sm_90\n.address_size 64\n.visible .entry k(%s)\n"
+                         "{\n.reg .b32 %%r<4>;\n.reg .b64 %%rd<4>;\n%s\nret;\n}\n",
+                         cases[i].params, cases[i].body);
+        st = fit(text, (size_t)n, 1, NULL, NULL, 0, &r);
+        if (cases[i].ok)
+            CHECK(st == PTX_FIT_OK, "%s: %s", cases[i].body, r.message);
+        else
+            CHECK(st == PTX_FIT_REFUSED && r.line == 8, "%s: %d %s", cases[i].body, (int)st, r.message);
+        ptx_fit_result_free(&r);
+    }
+}
+
+/* What is not text is refused before any parsing, in memory and from files: /dev/zero and
+   /dev/urandom stop at once, a file past the cap stops at the cap. */
+static void test_not_text(void) {
+    static const char good[] = ".version 8.0\n.target sm_80\n// caf\xc3\xa9 \xe2\x80\x94 ok\n"
+                               ".visible .entry k()\n{\nret;\n}\n";
+    ptx_fit_result r;
+    ptx_fit_status st = fit(good, sizeof good - 1, 0, NULL, NULL, 0, &r);
+    CHECK(st == PTX_FIT_OK, "UTF-8 in a comment: %s", r.message);
+    ptx_fit_result_free(&r);
+    static const struct {
+        const char *text;
+        size_t len;
+        const char *says;
+    } bad[] = {
+        {".version 8.0\0\n", 14, "byte 0x00 at offset 12"},
+        {".version 8.0 \x01", 14, "byte 0x01"},
+        {".version 8.0 \xc3(", 15, "byte 0xc3"},
+        {".version 8.0 \xe2\x80", 15, "cut off"},
+        {".version 8.0 \xc0\x80", 15, "byte 0xc0"}, /* overlong NUL */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        st = fit(bad[i].text, bad[i].len, 0, NULL, NULL, 0, &r);
+        CHECK(st == PTX_FIT_BAD_INPUT && strstr(r.message, "not text") && strstr(r.message, bad[i].says),
+              "case %zu: %s", i, r.message);
+        ptx_fit_result_free(&r);
+    }
+    const char *devs[] = {"/dev/zero", "/dev/urandom"};
+    for (int i = 0; i < 2; i++) {
+        char *buf = NULL, why[512];
+        size_t len = 0;
+        int rc = ptx_fit_read_file(devs[i], &buf, &len, why, sizeof why);
+        CHECK(rc == -1 && strstr(why, "not text") && strstr(why, devs[i]), "%s: %s", devs[i], rc ? why : "read");
+        if (rc == 0) free(buf);
+    }
+    /* A text file one byte past the cap. */
+    char path[] = "/tmp/dswa-test-ptx-fit-XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    CHECK(f != NULL, "cannot create %s", path);
+    if (!f) return;
+    static char blanks[1 << 16];
+    memset(blanks, '\n', sizeof blanks);
+    for (size_t w = 0; w < PTX_FIT_MAX_BYTES; w += sizeof blanks) fwrite(blanks, 1, sizeof blanks, f);
+    fputc('\n', f);
+    CHECK(fclose(f) == 0, "cannot write %s", path);
+    char *buf = NULL, why[512];
+    size_t len = 0;
+    int rc = ptx_fit_read_file(path, &buf, &len, why, sizeof why);
+    CHECK(rc == -1 && strstr(why, "larger than 64 MiB"), "%s", rc ? why : "read");
+    if (rc == 0) free(buf);
+    unlink(path);
 }
 
 static void test_refusals(void) {
     size_t len;
-    dswa_ptx_fit_result r;
-    dswa_ptx_fit_status st;
+    ptx_fit_result r;
+    ptx_fit_status st;
 
     /* Triton keeps a device-side tensor descriptor in its global scratch: the body reads
        the scratch pointer (and uses tensormap.replace, which needs sm_90a). */
     char *in = slurp("triton39_desc_reads_scratch_sm90a.ptx", &len);
     st = fit(in, len, 3, NULL, NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "parameter 3 'desc_kernel_param_3'") &&
+    CHECK(st == PTX_FIT_REFUSED && strstr(r.message, "parameter 3 'desc_kernel_param_3'") &&
               strstr(r.message, "ld.param.b64 %rd2, [desc_kernel_param_3];") &&
               r.line == line_of(in, "[desc_kernel_param_3]") && r.line > 0 && !r.text,
           "%s (line %d)", r.message, r.line);
-    CHECK(dswa_ptx_fit_exit_code(st) == 1, "exit code");
-    dswa_ptx_fit_result_free(&r);
+    CHECK(ptx_fit_exit_code(st) == 1, "exit code");
+    ptx_fit_result_free(&r);
     st = fit(in, len, 4, NULL, NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "tensormap.replace") &&
+    CHECK(st == PTX_FIT_REFUSED && strstr(r.message, "tensormap.replace") &&
               strstr(r.message, "sm_90a") && r.line == line_of(in, "tensormap.replace"),
           "%s", r.message);
-    dswa_ptx_fit_result_free(&r);
+    ptx_fit_result_free(&r);
     free(in);
 
     /* wgmma needs sm_90a. */
     in = slurp("triton39_dot_wgmma_sm90a.ptx", &len);
     st = fit(in, len, 5, NULL, NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "'wgmma.fence.sync.aligned'") &&
+    CHECK(st == PTX_FIT_REFUSED && strstr(r.message, "'wgmma.fence.sync.aligned'") &&
               r.line == line_of(in, "wgmma.") && !r.text,
           "%s (line %d)", r.message, r.line);
-    dswa_ptx_fit_result_free(&r);
+    ptx_fit_result_free(&r);
     free(in);
 
     /* Names that are prefixes/suffixes of one another; arrays; comments and strings. */
     in = slurp("names.ptx", &len);
     st = fit(in, len, 3, NULL, NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_OK, "%s", r.message);
-    if (st == DSWA_PTX_FIT_OK) {
+    CHECK(st == PTX_FIT_OK, "%s", r.message);
+    if (st == PTX_FIT_OK) {
         CHECK(!strcmp(r.removed, "k_param_1, k_param_100") && r.aligns_raised == 1 &&
                   strstr(r.text, ".param .u64 .ptr .global .align 16 k_param_10,") &&
                   strstr(r.text, ".param .align 8 .b8 k_param_2[16],") &&
@@ -267,17 +417,17 @@ static void test_refusals(void) {
         CHECK(assemble(&r, "names.ptx") == 0, "ptxas failed");
         check_idempotent(&r, 0, "names");
     }
-    dswa_ptx_fit_result_free(&r);
+    ptx_fit_result_free(&r);
     st = fit(in, len, 2, NULL, NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "'xk_param_1'") &&
+    CHECK(st == PTX_FIT_REFUSED && strstr(r.message, "'xk_param_1'") &&
               r.line == line_of(in, "\t%r2, [xk_param_1]"),
           "%s", r.message);
-    dswa_ptx_fit_result_free(&r);
+    ptx_fit_result_free(&r);
     st = fit(in, len, 1, NULL, NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "'k_param_2'") &&
+    CHECK(st == PTX_FIT_REFUSED && strstr(r.message, "'k_param_2'") &&
               r.line == line_of(in, "\t%r1, [k_param_2+4]"),
           "%s", r.message);
-    dswa_ptx_fit_result_free(&r);
+    ptx_fit_result_free(&r);
     free(in);
 
     /* A mention that is no ld.param still counts: taking a parameter's address. */
@@ -286,9 +436,9 @@ static void test_refusals(void) {
         ".visible .entry k(.param .u64 .ptr .global .align 1 p0, .param .align 8 .b8 p1[8])\n"
         "{\n .reg .b64 %rd<3>;\n ld.param.u64 %rd1, [p0];\n mov.u64 %rd2, p1;\n ret;\n}\n";
     st = fit(mov, sizeof mov - 1, 1, NULL, NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "refers to") && r.line == 8, "%s",
+    CHECK(st == PTX_FIT_REFUSED && strstr(r.message, "refers to") && r.line == 8, "%s",
           r.message);
-    dswa_ptx_fit_result_free(&r);
+    ptx_fit_result_free(&r);
 }
 
 /* Instructions that need the architecture-specific target, and ones that do not. */
@@ -324,75 +474,75 @@ static void test_arch_rules(void) {
                          ".reg .pred %%p<4>; .reg .b16 %%h<8>;\n"
                          "$L_top:\n  %s\n  ret;\n}\n",
                          cases[i].version, cases[i].target, cases[i].insn);
-        dswa_ptx_fit_result r;
-        dswa_ptx_fit_status st = fit(text, (size_t)n, 1, NULL, NULL, 0, &r);
+        ptx_fit_result r;
+        ptx_fit_status st = fit(text, (size_t)n, 1, NULL, NULL, 0, &r);
         if (cases[i].refused) {
-            CHECK(st == DSWA_PTX_FIT_REFUSED && r.line == 8 &&
+            CHECK(st == PTX_FIT_REFUSED && r.line == 8 &&
                       strstr(r.message, "architecture-specific"),
                   "%s: %s", cases[i].insn, r.message);
         } else {
-            CHECK(st == DSWA_PTX_FIT_OK, "%s: %s", cases[i].insn, r.message);
-            if (st == DSWA_PTX_FIT_OK) {
+            CHECK(st == PTX_FIT_OK, "%s: %s", cases[i].insn, r.message);
+            if (st == PTX_FIT_OK) {
                 CHECK(r.mma == (strncmp(cases[i].insn, "mma", 3) == 0), "%s: mma %ld",
                       cases[i].insn, r.mma);
                 CHECK(assemble(&r, cases[i].insn) == 0, "%s: ptxas failed", cases[i].insn);
             }
         }
-        dswa_ptx_fit_result_free(&r);
+        ptx_fit_result_free(&r);
     }
     /* sm_XXf becomes sm_XX too. */
     static const char fam[] = ".version 8.8\n.target sm_100f\n.address_size 64\n"
                               ".entry k()\n{\n ret;\n}\n";
-    dswa_ptx_fit_result r;
-    dswa_ptx_fit_status st = fit(fam, sizeof fam - 1, 0, NULL, NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_OK && !strcmp(r.target_after, "sm_100") &&
+    ptx_fit_result r;
+    ptx_fit_status st = fit(fam, sizeof fam - 1, 0, NULL, NULL, 0, &r);
+    CHECK(st == PTX_FIT_OK && !strcmp(r.target_after, "sm_100") &&
               strstr(r.text, ".target sm_100\n"),
           "%s", r.message);
-    if (st == DSWA_PTX_FIT_OK) CHECK(assemble(&r, "sm_100f") == 0, "ptxas failed");
-    dswa_ptx_fit_result_free(&r);
+    if (st == PTX_FIT_OK) CHECK(assemble(&r, "sm_100f") == 0, "ptxas failed");
+    ptx_fit_result_free(&r);
 }
 
 static void test_entries_and_errors(void) {
     size_t len;
-    dswa_ptx_fit_result r;
-    dswa_ptx_fit_status st;
+    ptx_fit_result r;
+    ptx_fit_status st;
 
     char *in = slurp("two_entries.ptx", &len);
     st = fit(in, len, 1, NULL, NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_BAD_INPUT && strstr(r.message, "several entries") &&
+    CHECK(st == PTX_FIT_BAD_INPUT && strstr(r.message, "several entries") &&
               strstr(r.message, "first, second") && !strstr(r.message, "noop"),
           "%s", r.message);
-    dswa_ptx_fit_result_free(&r);
+    ptx_fit_result_free(&r);
     st = fit(in, len, 1, "first", NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_OK && !strcmp(r.removed, "first_param_1") &&
+    CHECK(st == PTX_FIT_OK && !strcmp(r.removed, "first_param_1") &&
               strstr(r.text, ".entry first(.param .u64 .ptr .global .align 16 first_param_0)\n") &&
               strstr(r.text, ".entry second(\n\t.param .u32 second_param_0,\n"),
           "%s", r.message);
-    if (st == DSWA_PTX_FIT_OK) {
+    if (st == PTX_FIT_OK) {
         CHECK(assemble(&r, "two_entries.ptx first") == 0, "ptxas failed");
         check_idempotent(&r, 0, "two_entries");
     }
-    dswa_ptx_fit_result_free(&r);
+    ptx_fit_result_free(&r);
     st = fit(in, len, 1, "second", NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_REFUSED && strstr(r.message, "second_param_1"), "%s", r.message);
-    dswa_ptx_fit_result_free(&r);
+    CHECK(st == PTX_FIT_REFUSED && strstr(r.message, "second_param_1"), "%s", r.message);
+    ptx_fit_result_free(&r);
     st = fit(in, len, 0, "noop", NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_BAD_INPUT && strstr(r.message, "no entry named 'noop'"), "%s",
+    CHECK(st == PTX_FIT_BAD_INPUT && strstr(r.message, "no entry named 'noop'"), "%s",
           r.message);
-    dswa_ptx_fit_result_free(&r);
+    ptx_fit_result_free(&r);
     free(in);
 
     in = slurp("no_entry.ptx", &len);
     st = fit(in, len, 0, NULL, NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_BAD_INPUT && strstr(r.message, "no .entry"), "%s", r.message);
-    dswa_ptx_fit_result_free(&r);
+    CHECK(st == PTX_FIT_BAD_INPUT && strstr(r.message, "no .entry"), "%s", r.message);
+    ptx_fit_result_free(&r);
     free(in);
 
     in = slurp("not_ptx.txt", &len);
     st = fit(in, len, 0, NULL, NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_BAD_INPUT && strstr(r.message, "not PTX"), "%s", r.message);
-    CHECK(dswa_ptx_fit_exit_code(st) == 2, "exit code");
-    dswa_ptx_fit_result_free(&r);
+    CHECK(st == PTX_FIT_BAD_INPUT && strstr(r.message, "not PTX"), "%s", r.message);
+    CHECK(ptx_fit_exit_code(st) == 2, "exit code");
+    ptx_fit_result_free(&r);
     free(in);
 
     static const struct {
@@ -425,9 +575,9 @@ static void test_entries_and_errors(void) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         st =
             fit(bad[i].text, strlen(bad[i].text), bad[i].keep, NULL, bad[i].arch, bad[i].align, &r);
-        CHECK(st == DSWA_PTX_FIT_BAD_INPUT && r.message && strstr(r.message, bad[i].msg) && !r.text,
+        CHECK(st == PTX_FIT_BAD_INPUT && r.message && strstr(r.message, bad[i].msg) && !r.text,
               "case %zu: status %d: %s", i, (int)st, r.message);
-        dswa_ptx_fit_result_free(&r);
+        ptx_fit_result_free(&r);
     }
 }
 
@@ -462,10 +612,10 @@ static void test_comments_and_shared(void) {
         "  { .reg .b32 inner; mov.b32 inner, 1; }\n"
         "  ret;\n"
         "}\n";
-    dswa_ptx_fit_result r;
-    dswa_ptx_fit_status st = fit(text, sizeof text - 1, 2, NULL, NULL, 0, &r);
-    CHECK(st == DSWA_PTX_FIT_OK, "%s", r.message);
-    if (st == DSWA_PTX_FIT_OK) {
+    ptx_fit_result r;
+    ptx_fit_status st = fit(text, sizeof text - 1, 2, NULL, NULL, 0, &r);
+    CHECK(st == PTX_FIT_OK, "%s", r.message);
+    if (st == PTX_FIT_OK) {
         CHECK(!strcmp(r.version, "8.0") && !strcmp(r.target_before, "sm_90a"), "%s %s", r.version,
               r.target_before);
         CHECK(strstr(r.text, ".target sm_90, debug\n"), "target options kept");
@@ -479,7 +629,7 @@ static void test_comments_and_shared(void) {
         CHECK(!strcmp(r.removed, "p2"), "removed %s", r.removed);
         CHECK(!strstr(r.text, "scratch, , )"), "the removed parameter's comment stays behind");
     }
-    dswa_ptx_fit_result_free(&r);
+    ptx_fit_result_free(&r);
 }
 
 /* Cutting parameters keeps comments whole: never does a ')' end up inside one. */
@@ -502,16 +652,16 @@ static void test_cut_and_comments(void) {
          0, ".entry k(\n)\n"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        dswa_ptx_fit_result r;
-        dswa_ptx_fit_status st =
+        ptx_fit_result r;
+        ptx_fit_status st =
             fit(cases[i].text, strlen(cases[i].text), cases[i].keep, NULL, NULL, 0, &r);
-        CHECK(st == DSWA_PTX_FIT_OK && strstr(r.text, cases[i].want), "case %zu: %s\n%s", i,
+        CHECK(st == PTX_FIT_OK && strstr(r.text, cases[i].want), "case %zu: %s\n%s", i,
               r.message, r.text ? r.text : "");
-        if (st == DSWA_PTX_FIT_OK) {
+        if (st == PTX_FIT_OK) {
             CHECK(assemble(&r, "cut") == 0, "case %zu: ptxas failed", i);
             check_idempotent(&r, 0, "cut");
         }
-        dswa_ptx_fit_result_free(&r);
+        ptx_fit_result_free(&r);
     }
 }
 
@@ -531,12 +681,12 @@ static void test_fuzz_regressions(void) {
         char *in = slurp(e->d_name, &len);
         static const int keeps[] = {0, 1, 3, 5};
         for (size_t k = 0; k < sizeof keeps / sizeof keeps[0]; k++) {
-            dswa_ptx_fit_result r;
-            dswa_ptx_fit_status st = fit(in, len, keeps[k], NULL, NULL, 0, &r);
-            CHECK(st == DSWA_PTX_FIT_OK || (r.message && *r.message), "%s: no message", e->d_name);
-            CHECK(st != DSWA_PTX_FIT_INTERNAL, "%s: %s", e->d_name, r.message);
-            if (st == DSWA_PTX_FIT_OK) check_idempotent(&r, 0, e->d_name);
-            dswa_ptx_fit_result_free(&r);
+            ptx_fit_result r;
+            ptx_fit_status st = fit(in, len, keeps[k], NULL, NULL, 0, &r);
+            CHECK(st == PTX_FIT_OK || (r.message && *r.message), "%s: no message", e->d_name);
+            CHECK(st != PTX_FIT_INTERNAL, "%s: %s", e->d_name, r.message);
+            if (st == PTX_FIT_OK) check_idempotent(&r, 0, e->d_name);
+            ptx_fit_result_free(&r);
         }
         free(in);
         n++;
@@ -547,9 +697,12 @@ static void test_fuzz_regressions(void) {
 
 int main(void) {
     find_fixtures();
-    ptxas = dswa_ptxas_find();
+    ptxas = ptx_fit_ptxas_find();
     test_triton_mma();
     test_handmade_triton();
+    test_min_targets();
+    test_param_address();
+    test_not_text();
     test_refusals();
     test_arch_rules();
     test_entries_and_errors();

@@ -9,16 +9,39 @@
 #include <stdio.h>
 #include "dswa.h"
 
-/* ---- subcommands (each returns the process exit status) ------------------------------- */
+/* ---- subcommands ------------------------------------------------------------------------ */
+/* Each subcommand `name` has cmd_<name> (returns the exit status; argv[0] is the subcommand's
+   name) and <name>_print_help (its --help text: the one home of it). tools/dswa.c lists them. */
 int cmd_bench(int argc, char **argv);
+void bench_print_help(FILE *f);
 int cmd_check(int argc, char **argv);
-
-/* Writes len bytes of text to path ("-": stdout): regular files atomically (temporary file
-   renamed into place), devices and pipes directly. 0, or -1 with a message on stderr. */
-int cli_write_file(const char *tool, const char *path, const char *text, size_t len);
+void check_print_help(FILE *f);
+int cmd_aot(int argc, char **argv);
+void aot_print_help(FILE *f);
+int cmd_ptx_fit(int argc, char **argv);
+void ptx_fit_print_help(FILE *f);
 
 /* Prints the help of subcommand `name` (or of the tool when name is NULL) to `f`. */
 void cli_print_help(const char *name, FILE *f);
+
+/* ---- outputs ---------------------------------------------------------------------------- */
+/* One output of a command: `path` ("-": standard output) and its text. */
+typedef struct cli_output {
+    const char *path;
+    const char *text;
+    size_t len;
+} cli_output;
+
+/* Writes all the outputs or none: regular files (and new ones) go to temporary files beside
+   them, renamed into place once everything is written; devices, pipes and standard output are
+   written after the temporary files succeeded. A failure removes the temporary files. 0, or -1
+   after one line on stderr. */
+int cli_write_outputs(const char *cmd, const cli_output *out, int n);
+
+/* 1 when paths a and b name the same file (the same device and inode, both existing; or the
+   same directory and name, both not yet existing), or are both "-" (standard output). Two
+   names of one device (/dev/null twice) are not the same output: writing both is harmless. */
+int cli_same_file(const char *a, const char *b);
 
 /* ---- option parsing -------------------------------------------------------------------- */
 /* Prints "dswa <cmd>: <message> (see 'dswa <cmd> --help')" as one line on stderr; returns 2. */
@@ -34,15 +57,24 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
    flag). */
 int cli_opt(const char *cmd, int argc, char **argv, int *i, const char *name, int has_value,
             const char **val);
+/* cli_opt for an option that takes one value and may be given once: *val must start NULL,
+   and a second occurrence is a usage error (-1), not a value silently replacing the first.
+   Options whose values add up (lists) use cli_opt. */
+int cli_opt_once(const char *cmd, int argc, char **argv, int *i, const char *name,
+                 const char **val);
 
 /* Strict parsers: the whole string must be consumed. 0 on success, -1 on a bad value. */
 int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 int cli_parse_u64(const char *s, uint64_t *out);
 /* Comma-separated integers in [lo, hi]; at most `cap` of them. Returns the count, -1 if bad. */
 int cli_parse_i64_list(const char *s, int64_t lo, int64_t hi, int64_t *out, int cap);
-/* Comma-separated dtype names (f32, f16, bf16, or "all"); sets flags[dtype]. 0 or -1. */
-int cli_parse_dtypes(const char *s, int flags[3]);
+/* A dtype or math name as the library spells it (f32 f16 bf16; default tf32 fp32). 0, or -1
+   with cli_parse_message() saying what the names are. */
+int cli_parse_dtype(const char *s, dswa_dtype *out);
 int cli_parse_math(const char *s, dswa_math *out);
+const char *cli_parse_message(void);
+/* Comma-separated dtype names, or "all"; sets flags[dtype]. 0 or -1. */
+int cli_parse_dtypes(const char *s, int flags[3]);
 
 typedef enum cli_backend { CLI_BACKEND_AUTO = 0, CLI_BACKEND_CPU, CLI_BACKEND_CUDA } cli_backend;
 int cli_parse_backend(const char *s, cli_backend *out);

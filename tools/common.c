@@ -55,6 +55,17 @@ int cli_opt(const char *cmd, int argc, char **argv, int *i, const char *name, in
     return 1;
 }
 
+int cli_opt_once(const char *cmd, int argc, char **argv, int *i, const char *name,
+                 const char **val) {
+    const char *first = *val;
+    const int m = cli_opt(cmd, argc, argv, i, name, 1, val);
+    if (m == 1 && first) {
+        cli_usage_error(cmd, "%s given twice ('%s', then '%s'): give it once", name, first, *val);
+        return -1;
+    }
+    return m;
+}
+
 int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     char *end = NULL;
     if (!s || !*s || (*s != '-' && (*s < '0' || *s > '9'))) return -1;
@@ -92,6 +103,39 @@ int cli_parse_i64_list(const char *s, int64_t lo, int64_t hi, int64_t *out, int 
     return n;
 }
 
+/* The names are the library's (dswa_dtype_name, dswa_math_name): their one home. */
+static char parse_msg[160];
+const char *cli_parse_message(void) { return parse_msg; }
+
+static void names_msg(const char *what, const char *(*name)(int), int n) {
+    int k = snprintf(parse_msg, sizeof parse_msg, "not a %s (", what);
+    for (int i = 0; i < n && k > 0 && (size_t)k < sizeof parse_msg; i++)
+        k += snprintf(parse_msg + k, sizeof parse_msg - (size_t)k, "%s%s", i ? ", " : "", name(i));
+    if (k > 0 && (size_t)k < sizeof parse_msg) snprintf(parse_msg + k, sizeof parse_msg - (size_t)k, ")");
+}
+static const char *dtype_name_i(int i) { return dswa_dtype_name((dswa_dtype)i); }
+static const char *math_name_i(int i) { return dswa_math_name((dswa_math)i); }
+
+int cli_parse_dtype(const char *s, dswa_dtype *out) {
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, dtype_name_i(i))) {
+            *out = (dswa_dtype)i;
+            return 0;
+        }
+    names_msg("dtype", dtype_name_i, 3);
+    return -1;
+}
+
+int cli_parse_math(const char *s, dswa_math *out) {
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, math_name_i(i))) {
+            *out = (dswa_math)i;
+            return 0;
+        }
+    names_msg("math", math_name_i, 3);
+    return -1;
+}
+
 int cli_parse_dtypes(const char *s, int flags[3]) {
     char buf[128];
     int f[3] = {0, 0, 0};
@@ -100,24 +144,15 @@ int cli_parse_dtypes(const char *s, int flags[3]) {
     char *p = buf;
     for (;;) {
         char *comma = strchr(p, ',');
+        dswa_dtype t;
         if (comma) *comma = '\0';
-        if (!strcmp(p, "f32") || !strcmp(p, "fp32") || !strcmp(p, "float32")) f[DSWA_F32] = 1;
-        else if (!strcmp(p, "f16") || !strcmp(p, "fp16") || !strcmp(p, "float16")) f[DSWA_F16] = 1;
-        else if (!strcmp(p, "bf16") || !strcmp(p, "bfloat16")) f[DSWA_BF16] = 1;
-        else if (!strcmp(p, "all")) f[0] = f[1] = f[2] = 1;
+        if (!strcmp(p, "all")) f[0] = f[1] = f[2] = 1;
+        else if (cli_parse_dtype(p, &t) == 0) f[t] = 1;
         else return -1;
         if (!comma) break;
         p = comma + 1;
     }
     memcpy(flags, f, sizeof f);
-    return 0;
-}
-
-int cli_parse_math(const char *s, dswa_math *out) {
-    if (!strcmp(s, "default")) *out = DSWA_MATH_DEFAULT;
-    else if (!strcmp(s, "tf32")) *out = DSWA_MATH_TF32;
-    else if (!strcmp(s, "fp32")) *out = DSWA_MATH_FP32;
-    else return -1;
     return 0;
 }
 
@@ -300,50 +335,106 @@ double cli_cpu_copy_bandwidth(size_t bytes, int repeats) {
     return 2.0 * (double)bytes / cli_median(t, repeats) / 1e9;
 }
 
-/* ---- files ---------------------------------------------------------------------------- */
-int cli_write_file(const char *tool, const char *path, const char *text, size_t len) {
-    if (!strcmp(path, "-")) {
-        if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) {
-            fprintf(stderr, "dswa %s: cannot write to standard output: %s\n", tool, strerror(errno));
-            return -1;
+/* ---- outputs ---------------------------------------------------------------------------- */
+
+int cli_same_file(const char *a, const char *b) {
+    if (!strcmp(a, "-") || !strcmp(b, "-")) return !strcmp(a, b);
+    struct stat sa, sb;
+    const int ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+    if (ea && eb) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino && S_ISREG(sa.st_mode);
+    if (ea || eb) return 0;
+    /* Neither exists yet: the same name in the same directory (by identity) will be one file. */
+    char *da = strdup(a), *db = strdup(b);
+    int same = 0;
+    if (da && db) {
+        char *sla = strrchr(da, '/'), *slb = strrchr(db, '/');
+        const char *na = sla ? sla + 1 : da, *nb = slb ? slb + 1 : db;
+        const char *pa = sla ? (sla == da ? "/" : da) : ".", *pb = slb ? (slb == db ? "/" : db) : ".";
+        if (sla) *sla = '\0';
+        if (slb) *slb = '\0';
+        struct stat qa, qb;
+        same = !strcmp(na, nb) && stat(pa, &qa) == 0 && stat(pb, &qb) == 0 &&
+               qa.st_dev == qb.st_dev && qa.st_ino == qb.st_ino;
+    }
+    free(da);
+    free(db);
+    return same;
+}
+
+/* Writes len bytes to an open stream and closes it (unless it is stdout, which is flushed).
+   0, or the errno of the failure. */
+static int put_all(FILE *f, const char *text, size_t len) {
+    int e = 0;
+    errno = 0;
+    if (fwrite(text, 1, len, f) != len) e = errno ? errno : EIO;
+    if (f == stdout) {
+        if (fflush(f) != 0 && !e) e = errno ? errno : EIO;
+    } else if (fclose(f) != 0 && !e) {
+        e = errno ? errno : EIO; /* a failed flush is the error to report */
+    }
+    return e;
+}
+
+int cli_write_outputs(const char *cmd, const cli_output *out, int n) {
+    char *tmp[8] = {0};
+    int e = 0, bad = -1;
+    if (n > 8) n = 8;
+    const mode_t um = umask(0);
+    umask(um);
+    /* 1: every regular (or new) file into a temporary file beside it */
+    for (int k = 0; k < n && !e; k++) {
+        struct stat sb;
+        if (!strcmp(out[k].path, "-") || (stat(out[k].path, &sb) == 0 && !S_ISREG(sb.st_mode)))
+            continue;
+        const size_t len = strlen(out[k].path);
+        tmp[k] = malloc(len + 16);
+        if (!tmp[k]) {
+            e = ENOMEM, bad = k;
+            break;
         }
-        return 0;
+        memcpy(tmp[k], out[k].path, len);
+        memcpy(tmp[k] + len, ".tmp-XXXXXX", 12);
+        const int fd = mkstemp(tmp[k]);
+        FILE *f = NULL;
+        if (fd >= 0) {
+            (void)fchmod(fd, 0666 & ~um); /* mkstemp makes 0600; a file gets 0666 & ~umask */
+            if (!(f = fdopen(fd, "wb"))) close(fd);
+        }
+        if (!f) {
+            e = errno ? errno : EIO, bad = k;
+            if (fd < 0) {
+                free(tmp[k]);
+                tmp[k] = NULL;
+            }
+            break;
+        }
+        if ((e = put_all(f, out[k].text, out[k].len)) != 0) bad = k;
     }
-    /* A regular file (or a new one) is written beside and renamed into place, so readers never
-       see half a file and a failure leaves the old one; anything else (/dev/null, a pipe) is
-       written directly: renaming over it would replace the device. */
-    struct stat sb;
-    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
-        FILE *f = fopen(path, "wb");
-        int ok = f && fwrite(text, 1, len, f) == len;
-        if (f && fclose(f) != 0) ok = 0;
-        if (!ok) fprintf(stderr, "dswa %s: cannot write %s: %s\n", tool, path, strerror(errno));
-        return ok ? 0 : -1;
+    /* 2: standard output, devices and pipes, once the files are safe */
+    for (int k = 0; k < n && !e; k++) {
+        if (tmp[k]) continue;
+        FILE *f = strcmp(out[k].path, "-") ? fopen(out[k].path, "wb") : stdout;
+        if (!f) e = errno ? errno : EIO;
+        else e = put_all(f, out[k].text, out[k].len);
+        if (e) bad = k;
     }
-    const size_t k = strlen(path);
-    char *tmp = malloc(k + 16);
-    if (!tmp) {
-        fprintf(stderr, "dswa %s: out of memory\n", tool);
-        return -1;
+    /* 3: the files into place */
+    int renamed = 0;
+    for (int k = 0; k < n && !e; k++) {
+        if (tmp[k] && rename(tmp[k], out[k].path) != 0) e = errno, bad = k;
+        else renamed += tmp[k] != NULL;
     }
-    memcpy(tmp, path, k);
-    memcpy(tmp + k, ".tmp-XXXXXX", 12);
-    const int fd = mkstemp(tmp);
-    if (fd >= 0) { /* mkstemp makes 0600; a written file gets the usual 0666 & ~umask */
-        const mode_t um = umask(0);
-        umask(um);
-        (void)fchmod(fd, 0666 & ~um);
+    for (int k = 0; k < n; k++) {
+        if (tmp[k]) {
+            if (e) unlink(tmp[k]); /* no-op for those already renamed */
+            free(tmp[k]);
+        }
     }
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    if (fd >= 0 && !f) close(fd);
-    int ok = f && fwrite(text, 1, len, f) == len;
-    int e = errno;
-    if (f && fclose(f) != 0 && ok) ok = 0, e = errno; /* a failed flush is the error to report */
-    if (ok && rename(tmp, path) != 0) ok = 0, e = errno;
-    if (!ok) {
-        fprintf(stderr, "dswa %s: cannot write %s: %s\n", tool, path, strerror(e ? e : EIO));
-        if (fd >= 0) unlink(tmp);
-    }
-    free(tmp);
-    return ok ? 0 : -1;
+    if (!e) return 0;
+    const char *none = n > 1 && !renamed ? " (no output written)" : "";
+    if (!strcmp(out[bad].path, "-"))
+        fprintf(stderr, "dswa %s: cannot write to standard output: %s%s\n", cmd, strerror(e), none);
+    else
+        fprintf(stderr, "dswa %s: cannot write %s: %s%s\n", cmd, out[bad].path, strerror(e), none);
+    return -1;
 }

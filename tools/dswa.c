@@ -1,5 +1,8 @@
 /* dswa — the command-line tool of the dswa library: the main job (`dswa bench`), a quick
-   self-test (`dswa check`), and room for more subcommands in the table below. */
+   self-test (`dswa check`), the export for TensorRT's AOT plugin path (`dswa aot`) and the
+   fitting of third-party PTX to it (`dswa ptx-fit`). Each subcommand lives in its own file
+   with its help text; the table below lists them. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -7,101 +10,38 @@
 
 typedef struct command {
     const char *name;
-    int (*run)(int argc, char **argv);   /* argv[0] is the subcommand's name */
+    int (*run)(int argc, char **argv);   /* cmd_<name>; argv[0] is the subcommand's name */
     const char *summary;                 /* one line for `dswa --help` */
-    const char *help;                    /* the subcommand's own --help ... */
-    void (*print_help)(void);            /* ... or a function printing it to stdout */
+    void (*print_help)(FILE *f);         /* <name>_print_help: the subcommand's own --help */
 } command;
-
-int dswa_cmd_ptx_fit(int argc, char **argv); /* tools/ptx_fit_cmd.c */
-void dswa_help_ptx_fit(void);
-int dswa_cmd_aot(int argc, char **argv);     /* tools/aot_cmd.c */
-void dswa_help_aot(void);
-
-static const char bench_help[] =
-    "usage: dswa bench [options]\n"
-    "\n"
-    "The main job: times the forward pass at SAME-L shapes (B=1, H=24, D=64, WL=WR=17,\n"
-    "scale=1/8, lambda=1, N = 17*L) for each dtype and V layout, against the machine's copy\n"
-    "bandwidth measured in the same run. Columns:\n"
-    "  time_ms  median over the repeats of one forward call; on the GPU the call replayed\n"
-    "           from a CUDA graph holding [start event, call, stop event] (how TensorRT runs\n"
-    "           it), so the host's API call is not timed\n"
-    "  mean_ms  (GPU) the same number of plain calls back to back between two events, per call\n"
-    "  call_ms  (GPU) median of plain calls each between two events: includes the host's\n"
-    "           launch, since the GPU is idle when the start event runs\n"
-    "  GB/s     dswa_min_bytes / time (Q, K for 2H heads; V for 2H heads or H when shared; out)\n"
-    "  floor_ms dswa_min_bytes / copy bandwidth, the bandwidth floor\n"
-    "  %floor   floor_ms / time_ms, i.e. GB/s as a percentage of the copy bandwidth\n"
-    "  GFLOP/s  dswa_useful_flops / time (and per core on the CPU)\n"
-    "  rel_err  relative Frobenius error against the float64 reference (same inputs, in the\n"
-    "           benchmark's dtype) on sampled query rows, all heads\n"
-    "  check    ok, or FAIL when rel_err is above the tolerance or an output was left unwritten\n"
-    "Copy bandwidth counts bytes read plus written: on the GPU a device-to-device cudaMemcpy of\n"
-    "2 GiB timed with events; on the CPU a memcpy of 512 MiB split over the OpenMP threads.\n"
-    "\n"
-    "options:\n"
-    "  --backend auto|cuda|cpu  auto (default): cuda when a device is usable, else cpu\n"
-    "  --L LIST        latent frames, comma-separated (default 256,1292,4096); N = 17*L\n"
-    "  --N LIST        sequence lengths instead of (or besides) --L\n"
-    "  --dtype LIST    f32,f16,bf16 or all (default all)\n"
-    "  --math M        default|tf32|fp32 for f32 (default: default, i.e. TF32 on the GPU)\n"
-    "  --v both|full|shared  V as 2H heads (full), shared (pair stride 0, H heads), or both\n"
-    "                  (default both)\n"
-    "  --repeats R     timed calls per row (default 100 on the GPU, 3 on the CPU)\n"
-    "  --warmup W      untimed calls first (default 10 on the GPU, 1 on the CPU)\n"
-    "  --rows S        query rows sampled for the error check (default 64)\n"
-    "  --seed S        seed of the random normal inputs (default 1)\n"
-    "  --json          print one JSON document (machine, settings, every row) instead of the\n"
-    "                  table\n"
-    "  -h, --help      this text\n"
-    "\n"
-    "Rows the backend does not implement print as 'unsupported: <reason>'. Progress goes to\n"
-    "stderr. Exit status: 0, or 1 when a row failed its check or a CUDA call failed, 2 for\n"
-    "bad usage.\n";
-
-static const char check_help[] =
-    "usage: dswa check [options]\n"
-    "\n"
-    "A quick self-test: small random problems (f32, f16, bf16; shared and 2H-head V; asymmetric\n"
-    "and wider-than-N windows; B=2; strided and packed layouts; strided output whose gaps must\n"
-    "stay untouched) through the CPU backend and, when a device is usable, the CUDA backend,\n"
-    "each compared with the float64 reference on the same inputs. Tolerances (relative\n"
-    "Frobenius error): f32 1e-5 (CPU, and the math-fp32 case on CUDA), f32 TF32 on CUDA 3e-3,\n"
-    "f16/bf16 1e-2. Cases the CUDA backend reports as unsupported are skipped with a note.\n"
-    "Prints one line per case.\n"
-    "\n"
-    "options:\n"
-    "  --backend auto|cuda|cpu  auto (default): the CPU, and CUDA when a device is usable\n"
-    "  --seed S        seed of the random inputs (default 1)\n"
-    "  -h, --help      this text\n"
-    "\n"
-    "Exit status: 0 when every case passed (skips allowed), 1 otherwise, 2 for bad usage.\n";
 
 static int cmd_help(int argc, char **argv);
 static int cmd_version(int argc, char **argv);
 
-static const char help_help[] =
-    "usage: dswa help [SUBCOMMAND]\n"
-    "\n"
-    "Prints the help of the tool, or of one subcommand.\n";
+static void help_print_help(FILE *f) {
+    fputs("usage: dswa help [SUBCOMMAND]\n"
+          "\n"
+          "Prints the help of the tool, or of one subcommand.\n",
+          f);
+}
 
-static const char version_help[] =
-    "usage: dswa version\n"
-    "\n"
-    "Prints the version of the tool and library (also: dswa --version).\n";
+static void version_print_help(FILE *f) {
+    fputs("usage: dswa version\n"
+          "\n"
+          "Prints the version of the tool and library (also: dswa --version).\n",
+          f);
+}
 
-/* Later subcommands (aot, ptx-fit) are added here. */
 static const command commands[] = {
-    {"bench", cmd_bench, "time the forward pass at SAME-L shapes (the main job)", bench_help, NULL},
+    {"bench", cmd_bench, "time the forward pass at SAME-L shapes (the main job)", bench_print_help},
     {"check", cmd_check, "quick self-test of the backends against the float64 reference",
-     check_help, NULL},
-    {"aot", dswa_cmd_aot, "export the kernel as PTX + metadata for TensorRT's AOT plugin path",
-     NULL, dswa_help_aot},
-    {"ptx-fit", dswa_cmd_ptx_fit, "make third-party PTX (e.g. Triton's) fit TensorRT's AOT plugin contract",
-     NULL, dswa_help_ptx_fit},
-    {"help", cmd_help, "print the help of the tool or of a subcommand", help_help, NULL},
-    {"version", cmd_version, "print the version", version_help, NULL},
+     check_print_help},
+    {"aot", cmd_aot, "export the kernel as PTX + metadata for TensorRT's AOT plugin path",
+     aot_print_help},
+    {"ptx-fit", cmd_ptx_fit, "make third-party PTX (e.g. Triton's) fit TensorRT's AOT plugin contract",
+     ptx_fit_print_help},
+    {"help", cmd_help, "print the help of the tool or of a subcommand", help_print_help},
+    {"version", cmd_version, "print the version", version_print_help},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 
@@ -114,12 +54,7 @@ static const command *find_command(const char *name) {
 void cli_print_help(const char *name, FILE *f) {
     const command *c = name ? find_command(name) : NULL;
     if (c) {
-        if (c->print_help) {
-            fflush(f);
-            c->print_help();
-        } else {
-            fputs(c->help, f);
-        }
+        c->print_help(f);
         return;
     }
     fprintf(f,
@@ -168,16 +103,27 @@ static int cmd_version(int argc, char **argv) {
     return 0;
 }
 
+/* Standard output reached its destination (a full disk, a closed pipe: not); else one line
+   on stderr and exit status 1. `rc` is the command's status: a failed command has said why. */
+static int stdout_done(const char *cmd, int rc) {
+    errno = 0;
+    const int flushed = fflush(stdout) == 0;
+    if (rc != 0 || (flushed && !ferror(stdout))) return rc;
+    fprintf(stderr, "dswa%s%s: cannot write to standard output: %s\n", cmd ? " " : "", cmd ? cmd : "",
+            !flushed && errno ? strerror(errno) : "a write failed");
+    return 1;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return cli_usage_error(NULL, "missing subcommand");
     const char *a = argv[1];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
         cli_print_help(NULL, stdout);
-        return 0;
+        return stdout_done(NULL, 0);
     }
-    if (!strcmp(a, "--version") || !strcmp(a, "-V")) return cmd_version(1, argv + 1);
+    if (!strcmp(a, "--version") || !strcmp(a, "-V")) return stdout_done(NULL, cmd_version(1, argv + 1));
     if (a[0] == '-') return cli_usage_error(NULL, "unknown option '%s'", a);
     const command *c = find_command(a);
     if (!c) return cli_usage_error(NULL, "unknown subcommand '%s'", a);
-    return c->run(argc - 1, argv + 1);
+    return stdout_done(c->name, c->run(argc - 1, argv + 1));
 }

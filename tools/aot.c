@@ -5,7 +5,7 @@
    with their kind and meaning, the int32 extras as formulas of the input shapes, block,
    shared memory and the grid as formulas of B, N, H. The PTX comes from the library (embedded
    at build time): no CUDA toolkit is needed at run time.
-   The subcommand table in tools/dswa.c wires in dswa_cmd_aot and dswa_help_aot. */
+   Both outputs are written or neither. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,10 +14,7 @@
 
 #include "cli.h"
 
-int dswa_cmd_aot(int argc, char **argv);
-void dswa_help_aot(void);
-
-void dswa_help_aot(void) {
+void aot_print_help(FILE *f) {
     fputs(
         "usage: dswa aot --arch sm_XX --dtype f32|f16|bf16 [--math default|tf32|fp32]\n"
         "                [--window W | --window-left L --window-right R] [--ptx-isa X.Y]\n"
@@ -36,7 +33,8 @@ void dswa_help_aot(void) {
         "  --arch sm_XX    target: sm_80, sm_86, sm_89, sm_90, sm_100 or sm_120 (a newer GPU\n"
         "                  JIT-compiles the closest one below it)\n"
         "  --dtype T       f32 (TF32 matrix math), f16 or bf16: of Q, K, V and out alike\n"
-        "  --math M        default|tf32|fp32 for f32 (fp32: 3xTF32, band windows only)\n"
+        "  --math M        default|tf32|fp32 for f32 (fp32: 3xTF32, band windows only); f16 and\n"
+        "                  bf16 take default only (their products accumulate in fp32 anyway)\n"
         "  --window W      window_left = window_right = W (SAME-L: 17)\n"
         "  --window-left L, --window-right R   asymmetric windows\n"
         "                  With windows, the kernel is the one the library launches for them:\n"
@@ -52,20 +50,16 @@ void dswa_help_aot(void) {
         "  -o FILE         write the PTX to FILE ('-': standard output)\n"
         "  --meta FILE     write the JSON metadata to FILE ('-': standard output)\n"
         "  -h, --help      this text\n"
-        "Without -o and --meta the PTX goes to standard output. Files are written whole or not\n"
-        "at all. The metadata's formulas use B (q.shape[0]), N (q.shape[1]), H (q.shape[2] / 2,\n"
+        "Without -o and --meta the PTX goes to standard output. Both outputs are written whole,\n"
+        "or neither (-o and --meta must name different files). Each option may be given once.\n"
+        "The metadata's formulas use B (q.shape[0]), N (q.shape[1]), H (q.shape[2] / 2,\n"
         "the output heads), D (q.shape[3], 64); '//' is floor division; float_bits(x) is the\n"
         "int32 with the bits of the fp32 x.\n"
         "\n"
         "Exit status: 0; 1 when the export is unsupported (a build without nvcc, math fp32 with\n"
         "a wide or no window) or a\n"
         "file cannot be written; 2 for bad usage (unknown arch, dtype or math, bad values).\n",
-        stdout);
-}
-
-/* 0 or 1 (the exit status), the message printed. */
-static int write_all(const char *path, const char *text, size_t len) {
-    return cli_write_file("aot", path, text, len) == 0 ? 0 : 1;
+        f);
 }
 
 static const char *kind_name(dswa_aot_param_kind k) {
@@ -133,9 +127,10 @@ static char *meta_json(const dswa_aot_info *in, const char *ptx_file, const dswa
         fputs(d < 2 ? ", " : "]", f);
     }
     if (in->has_problem && p) {
-        fprintf(f, ",\n  \"problem\": {\"batch\": %d, \"seq_len\": %d, \"heads\": %d, \"head_dim\": %d, "
+        /* (head_dim and the windows are given once, above) */
+        fprintf(f, ",\n  \"problem\": {\"batch\": %d, \"seq_len\": %d, \"heads\": %d, "
                    "\"shared_v\": %s, \"scale\": %.9g, \"lambda\": %.9g},\n  \"grid_values\": [%u, %u, %u]",
-                p->batch, p->seq_len, p->heads, p->head_dim, shared_v ? "true" : "false", (double)p->scale,
+                p->batch, p->seq_len, p->heads, shared_v ? "true" : "false", (double)p->scale,
                 (double)p->lambda, in->grid_dims[0], in->grid_dims[1], in->grid_dims[2]);
     }
     fputs("\n}\n", f);
@@ -146,14 +141,6 @@ static char *meta_json(const dswa_aot_info *in, const char *ptx_file, const dswa
     return buf;
 }
 
-static int parse_dtype(const char *s, dswa_dtype *t) {
-    if (!strcmp(s, "f32")) *t = DSWA_F32;
-    else if (!strcmp(s, "f16")) *t = DSWA_F16;
-    else if (!strcmp(s, "bf16")) *t = DSWA_BF16;
-    else return -1;
-    return 0;
-}
-
 static int parse_float(const char *s, float *out) {
     char *end = NULL;
     double x = strtod(s, &end);
@@ -162,7 +149,7 @@ static int parse_float(const char *s, float *out) {
     return 0;
 }
 
-int dswa_cmd_aot(int argc, char **argv) {
+int cmd_aot(int argc, char **argv) {
     const char *cmd = "aot";
     const char *arch = NULL, *dtype_s = NULL, *math_s = NULL, *isa = NULL, *out_path = NULL, *meta_path = NULL;
     const char *win = NULL, *wl_s = NULL, *wr_s = NULL, *shape_s = NULL, *scale_s = NULL, *lambda_s = NULL;
@@ -171,11 +158,11 @@ int dswa_cmd_aot(int argc, char **argv) {
         const char *a = argv[i];
         int m;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            dswa_help_aot();
+            aot_print_help(stdout);
             return 0;
         }
 #define OPT(name, var)                                                      \
-    if ((m = cli_opt(cmd, argc, argv, &i, name, 1, &var)) != 0) {          \
+    if ((m = cli_opt_once(cmd, argc, argv, &i, name, &var)) != 0) {       \
         if (m < 0) return 2;                                                \
         continue;                                                           \
     }
@@ -203,10 +190,13 @@ int dswa_cmd_aot(int argc, char **argv) {
     if (!dtype_s) return cli_usage_error(cmd, "--dtype is required (f32, f16, bf16)");
     dswa_dtype dtype;
     dswa_math math = DSWA_MATH_DEFAULT;
-    if (parse_dtype(dtype_s, &dtype))
-        return cli_usage_error(cmd, "--dtype %s: unknown; the dtypes are f32, f16, bf16", dtype_s);
+    if (cli_parse_dtype(dtype_s, &dtype))
+        return cli_usage_error(cmd, "--dtype %s: %s", dtype_s, cli_parse_message());
     if (math_s && cli_parse_math(math_s, &math))
-        return cli_usage_error(cmd, "--math %s: unknown; the maths are default, tf32, fp32", math_s);
+        return cli_usage_error(cmd, "--math %s: %s", math_s, cli_parse_message());
+    if (math != DSWA_MATH_DEFAULT && dtype != DSWA_F32)
+        return cli_usage_error(cmd, "--math %s applies to f32 only: %s is multiplied as it is stored, "
+                               "with fp32 accumulation (leave --math out)", math_s, dtype_s);
     int64_t wl = -1, wr = -1, w;
     if (win && (wl_s || wr_s))
         return cli_usage_error(cmd, "--window and --window-left/--window-right exclude each other");
@@ -220,8 +210,9 @@ int dswa_cmd_aot(int argc, char **argv) {
         return cli_usage_error(cmd, "--window-left %s --window-right %s: must be integers >= 0", wl_s, wr_s);
     if (!shape_s && (shared_v || scale_s || lambda_s))
         return cli_usage_error(cmd, "--shared-v, --scale and --lambda describe a problem: they need --shape");
-    if (out_path && meta_path && !strcmp(out_path, meta_path))
-        return cli_usage_error(cmd, "-o and --meta name the same file (%s): the metadata would replace the PTX", out_path);
+    if (out_path && meta_path && cli_same_file(out_path, meta_path))
+        return cli_usage_error(cmd, "-o %s and --meta %s are the same %s: the metadata would replace the PTX",
+                               out_path, meta_path, strcmp(out_path, "-") ? "file" : "output");
 
     dswa_aot_info info;
     dswa_status s;
@@ -257,19 +248,21 @@ int dswa_cmd_aot(int argc, char **argv) {
         return 1;
     }
 
-    int rc = 0;
-    if (out_path || !meta_path) rc = write_all(out_path ? out_path : "-", info.ptx, info.ptx_size);
-    if (rc == 0 && meta_path) {
+    int rc = 0, n = 0;
+    cli_output out[2];
+    char *json = NULL;
+    if (out_path || !meta_path) out[n++] = (cli_output){out_path ? out_path : "-", info.ptx, info.ptx_size};
+    if (meta_path) {
         size_t len = 0;
-        char *json = meta_json(&info, out_path, shape_s ? &p : NULL, shared_v, &len);
+        json = meta_json(&info, out_path, shape_s ? &p : NULL, shared_v, &len);
         if (!json) {
             fprintf(stderr, "dswa aot: out of memory\n");
             rc = 1;
-        } else {
-            rc = write_all(meta_path, json, len);
-            free(json);
         }
+        out[n++] = (cli_output){meta_path, json, len};
     }
+    if (rc == 0 && cli_write_outputs(cmd, out, n) != 0) rc = 1;
+    free(json);
     if (rc == 0 && out_path && strcmp(out_path, "-"))
         fprintf(stderr, "dswa aot: wrote %s: %s for %s, PTX ISA %d.%d, %zu bytes\n", out_path, info.kernel_name,
                 info.target, info.ptx_isa_major, info.ptx_isa_minor, info.ptx_size);

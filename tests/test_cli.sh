@@ -1,0 +1,154 @@
+#!/bin/sh
+# test_cli.sh — the dswa command-line tool as a user runs it: every subcommand's help (three
+# ways, and into a full disk), the start of each subcommand, and the bad input and failures
+# each one must refuse with exit status and one line: -o and --meta naming one file, outputs
+# written all or none, a failed write to standard output, repeated options, --math that
+# cannot be honoured, non-text and oversized input to ptx-fit, instructions newer than the
+# target, a parameter's address taken. Run by `make test` (BUILD= names the build folder).
+# Exit 0 pass, 1 fail; parts that need the AOT export (a build with nvcc) say "skipped:".
+set -u
+dswa=${BUILD:-build}/dswa
+case $dswa in /*) ;; *) dswa=$(pwd)/$dswa ;; esac
+fixtures=$(cd "$(dirname "$0")/fixtures" && pwd)
+[ -x "$dswa" ] || { echo "test_cli: no $dswa (run make first)"; exit 1; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/dswa-test-cli-XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp" || exit 1
+checks=0; failures=0
+
+fail() { failures=$((failures+1)); echo "FAILED: $*"; }
+# run EXPECTED_STATUS CMD...: runs CMD with stdout in out, stderr in err; checks the status.
+run() {
+    want=$1; shift
+    checks=$((checks+1))
+    "$@" >out 2>err; got=$?
+    [ "$got" -eq "$want" ] || { fail "$* -> exit $got, expected $want; stderr: $(head -c 400 err)"; return 1; }
+    return 0
+}
+# one_line PATTERN: stderr is exactly one line and matches PATTERN (grep -E).
+one_line() {
+    checks=$((checks+1))
+    n=$(wc -l <err)
+    [ "$n" -eq 1 ] && grep -Eq -- "$1" err || fail "stderr is not one line matching '$1': $(head -c 400 err)"
+}
+# full CMD...: CMD with stdout on /dev/full: exit 1 and one line naming standard output.
+full() {
+    checks=$((checks+1))
+    "$@" >/dev/full 2>err; got=$?
+    [ "$got" -eq 1 ] || fail "$* >/dev/full -> exit $got, expected 1"
+    one_line "(cannot write to|writing to) (standard output|stdout)"
+}
+# full_last CMD...: the same for commands that also report progress on stderr: the error is
+# its last line.
+full_last() {
+    checks=$((checks+1))
+    "$@" >/dev/full 2>err; got=$?
+    [ "$got" -eq 1 ] || fail "$* >/dev/full -> exit $got, expected 1"
+    tail -n 1 err | grep -Eq "(cannot write to|writing to) (standard output|stdout)" ||
+        fail "$* >/dev/full: last line: $(tail -n 1 err)"
+}
+absent() { checks=$((checks+1)); for f in "$@"; do [ ! -e "$f" ] || fail "$f exists"; done; }
+no_temps() { checks=$((checks+1)); ls | grep -q '\.tmp-' && fail "temporary files left: $(ls | grep '\.tmp-')"; return 0; }
+
+# ---- help: dswa --help, dswa help X, dswa X --help / -h (same text), into /dev/full ----------
+run 0 "$dswa" --help && grep -q '^usage: dswa <subcommand>' out || fail "dswa --help"
+run 0 "$dswa" help && grep -q '^usage: dswa <subcommand>' out || fail "dswa help"
+full "$dswa" --help
+run 0 "$dswa" --version && grep -q '^dswa ' out || fail "dswa --version"
+full "$dswa" --version
+for c in bench check aot ptx-fit help version; do
+    run 0 "$dswa" --help && grep -Eq "^  $c +[a-z]" out || fail "dswa --help does not list $c"
+    run 0 "$dswa" help "$c" && cp out help1 && grep -q "^usage: dswa $c" help1 || fail "dswa help $c"
+    run 0 "$dswa" "$c" --help && cmp -s out help1 || fail "dswa $c --help differs from dswa help $c"
+    run 0 "$dswa" "$c" -h && cmp -s out help1 || fail "dswa $c -h differs from dswa help $c"
+    full "$dswa" "$c" --help
+    full "$dswa" help "$c"
+done
+run 2 "$dswa" && one_line "missing subcommand"
+run 2 "$dswa" nosuch && one_line "unknown subcommand 'nosuch'"
+run 2 "$dswa" help nosuch && one_line "unknown subcommand"
+
+# ---- check ----------------------------------------------------------------------------------
+run 0 "$dswa" check --backend cpu --window 5 && grep -q 'windows set to 5/5' out &&
+    grep -q '^check: [0-9]* passed, 0 failed' out || fail "check --window 5: $(tail -n 3 out)"
+run 0 "$dswa" check --backend cpu --window-left 0 --window-right 9 --seed 7 &&
+    grep -q 'windows set to 0/9' out || fail "check --window-left/--window-right"
+full "$dswa" check --backend cpu --window 2
+run 2 "$dswa" check --window 3 --window-left 2 --window-right 2 && one_line "exclude each other"
+run 2 "$dswa" check --window-left 2 && one_line "go together"
+run 2 "$dswa" check --seed 1 --seed 2 && one_line "--seed given twice"
+run 2 "$dswa" check --window -1 && one_line "--window"
+
+# ---- bench: its start, and its JSON into a full disk ------------------------------------------
+run 0 "$dswa" bench --backend cpu --L 1 --dtype f32 --v shared --repeats 1 --warmup 0 ||
+    fail "bench start"
+full_last "$dswa" bench --backend cpu --L 1 --dtype f32 --v shared --repeats 1 --warmup 0 --json
+
+# ---- aot ------------------------------------------------------------------------------------
+if "$dswa" aot --arch sm_90 --dtype f16 >/dev/null 2>err; then
+    run 0 "$dswa" aot --arch sm_90 --dtype f16 --window 17 && cp out stdout.ptx
+    run 0 "$dswa" aot --arch sm_90 --dtype f16 --window 17 -o k.ptx --meta k.json &&
+        cmp -s k.ptx stdout.ptx && grep -q '"ptx_file": "k.ptx"' k.json || fail "aot -o --meta"
+    # the same file under two names: refused, nothing written
+    for m in s.ptx ./s.ptx "$tmp/s.ptx"; do
+        run 2 "$dswa" aot --arch sm_90 --dtype f16 -o s.ptx --meta "$m" && one_line "same file"
+        absent s.ptx
+    done
+    echo old >a; ln -s a b; ln a c
+    for m in b c; do
+        run 2 "$dswa" aot --arch sm_90 --dtype f16 -o a --meta $m && one_line "same file"
+        checks=$((checks+1)); [ "$(cat a)" = old ] || fail "a was written"
+    done
+    run 2 "$dswa" aot --arch sm_90 --dtype f16 -o - --meta - && one_line "same output"
+    # all or nothing: a failed --meta leaves no PTX (and an old one as it was)
+    run 1 "$dswa" aot --arch sm_90 --dtype f16 -o x.ptx --meta nodir/x.json && one_line "no output written"
+    absent x.ptx; no_temps
+    echo old >y.ptx
+    run 1 "$dswa" aot --arch sm_90 --dtype f16 -o y.ptx --meta /dev/full && one_line "/dev/full"
+    checks=$((checks+1)); [ "$(cat y.ptx)" = old ] || fail "y.ptx was replaced"; no_temps
+    run 1 "$dswa" aot --arch sm_90 --dtype f16 -o nodir/z.ptx --meta z.json && one_line "no output written"
+    absent z.json; no_temps
+    full "$dswa" aot --arch sm_90 --dtype f16
+    full "$dswa" aot --arch sm_90 --dtype f16 -o w.ptx --meta -
+    absent w.ptx; no_temps
+    # what cannot be honoured, and repeated options
+    run 2 "$dswa" aot --arch sm_90 --dtype f16 --math fp32 && one_line "f32 only"
+    run 2 "$dswa" aot --arch sm_90 --dtype bf16 --math tf32 && one_line "f32 only"
+    run 0 "$dswa" aot --arch sm_90 --dtype bf16 --math default -o /dev/null
+    run 2 "$dswa" aot --arch sm_90 --arch sm_80 --dtype f16 && one_line "--arch given twice"
+    run 2 "$dswa" aot --arch sm_90 --dtype f16 --window 3 --window 4 && one_line "--window given twice"
+    run 2 "$dswa" aot --arch sm_90 --dtype f64 && one_line "--dtype f64: not a dtype \(f32, f16, bf16\)"
+else
+    echo "skipped: aot (this build has no AOT export: $(head -c 200 err))"
+fi
+
+# ---- ptx-fit --------------------------------------------------------------------------------
+tri=$fixtures/triton_mma_sm90a.ptx
+run 0 "$dswa" ptx-fit "$tri" --keep 5 -o fit.ptx && grep -q '^\.target sm_90$' fit.ptx &&
+    grep -q 'removed (never reached by the body)' out || fail "ptx-fit"
+run 0 "$dswa" ptx-fit "$tri" --keep 5 && cmp -s out fit.ptx || fail "ptx-fit to stdout"
+full_last "$dswa" ptx-fit "$tri" --keep 5
+run 0 "$dswa" ptx-fit - --keep 5 <"$tri" && cmp -s out fit.ptx || fail "ptx-fit from stdin"
+# not text, or too big: stops at once
+for dev in /dev/zero /dev/urandom; do
+    checks=$((checks+1))
+    timeout 10 "$dswa" ptx-fit $dev --keep 1 -o dev.ptx >out 2>err; got=$?
+    [ $got -eq 2 ] || fail "ptx-fit $dev -> exit $got, expected 2"
+    one_line "not text"; absent dev.ptx
+done
+printf '.version 8.0\n.target sm_80\n\001\n' | run 2 "$dswa" ptx-fit - --keep 0 && one_line "byte 0x01"
+# an instruction newer than --arch, with and without --verify
+run 1 "$dswa" ptx-fit "$tri" --keep 5 --arch sm_75 -o old.ptx && one_line "needs sm_80 or newer"
+absent old.ptx
+run 0 "$dswa" ptx-fit "$tri" --keep 5 --arch sm_80 -o old.ptx && grep -q 'lowered' out ||
+    fail "ptx-fit --arch sm_80"
+# a parameter's address taken: the scratch parameters may be read through it
+run 1 "$dswa" ptx-fit "$fixtures/param_address.ptx" --keep 4 -o pa.ptx &&
+    one_line "takes the address of parameter 'addr_kernel_param_0'"
+absent pa.ptx
+run 2 "$dswa" ptx-fit "$tri" --keep 5 --keep 4 && one_line "--keep given twice"
+run 2 "$dswa" ptx-fit "$tri" --keep 5 -o a.ptx --output b.ptx && one_line "same option"
+run 2 "$dswa" ptx-fit "$tri" && one_line "missing --keep"
+
+echo "test_cli: $checks checks, $failures failed"
+[ $failures -eq 0 ]
