@@ -154,7 +154,8 @@ static const char bench_help_text[] =
     "  --v both|full|shared  V as 2H heads (full), shared (pair stride 0, H heads), or both\n"
     "                  (default both)\n"
     "  --window W      window of W positions each side (default 17)\n"
-    "  --window-left W, --window-right W  one side each (instead of --window)\n"
+    "  --window-left L, --window-right R   windows of each side (together, instead of\n"
+    "                  --window)\n"
     "  --cold auto|all|none  rows also timed cold (GPU); auto (default): L <= 256, or rows\n"
     "                  whose bytes are under 8 x L2\n"
     "  --repeats R     GPU: timed graph replays per row (default 10); CPU: calls per row\n"
@@ -172,8 +173,7 @@ static const char bench_help_text[] =
     "when a row failed its check, a CUDA call failed or the output could not be written, 2 for\n"
     "bad usage.\n";
 
-/* The help of `dswa bench` (its one home). */
-void bench_print_help(FILE *f);
+/* The help of `dswa bench` (its one home; declared in cli.h). */
 void bench_print_help(FILE *f) { fputs(bench_help_text, f); }
 
 /* stdout's buffered output reached its destination; else one line on stderr. */
@@ -181,26 +181,6 @@ static int stdout_flushed(void) {
     if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
     fprintf(stderr, "dswa bench: writing to stdout failed: %s\n", strerror(errno));
     return -1;
-}
-
-/* Options that take one value may be given once: a second one is refused, not dropped. */
-static int once(const char *cmd, const char *name, int *seen) {
-    if (*seen) {
-        cli_usage_error(cmd, "%s given twice", name);
-        return -1;
-    }
-    *seen = 1;
-    return 0;
-}
-
-static int parse_window(const char *cmd, const char *name, const char *v, int32_t *out) {
-    int64_t x;
-    if (cli_parse_i64(v, 0, INT32_MAX, &x)) {
-        cli_usage_error(cmd, "%s: '%s' is not a non-negative integer below 2^31", name, v);
-        return -1;
-    }
-    *out = (int32_t)x;
-    return 0;
 }
 
 /* Appends the list `v` of option `name` to out[*n]; `total` shapes are already given. */
@@ -222,13 +202,36 @@ static int add_shapes(const char *cmd, const char *name, const char *v, int64_t 
     return 0;
 }
 
+static int parse_count(const char *cmd, const char *name, const char *v, int64_t lo,
+                       int64_t hi, int *out) {
+    int64_t x;
+    if (cli_parse_i64(v, lo, hi, &x)) {
+        cli_usage_error(cmd, "%s: '%s' is not an integer in [%lld, %lld]", name, v,
+                        (long long)lo, (long long)hi);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+static int parse_window(const char *cmd, const char *name, const char *v, int32_t *out) {
+    int64_t x;
+    if (cli_parse_i64(v, 0, INT32_MAX, &x)) {
+        cli_usage_error(cmd, "%s: '%s' is not an integer >= 0", name, v);
+        return -1;
+    }
+    *out = (int32_t)x;
+    return 0;
+}
+
+/* Options with one value may be given once (cli_opt_once); --L and --N add up. */
 static int parse_bench(int argc, char **argv, bench_opts *o) {
     const char *cmd = "bench", *v = NULL;
+    const char *backend = NULL, *dtype = NULL, *math = NULL, *vlay = NULL, *w = NULL,
+               *wl = NULL, *wr = NULL, *cold = NULL, *repeats = NULL, *warmup = NULL,
+               *rows = NULL, *seed = NULL;
     int64_t ls[MAX_SHAPES], ns[MAX_SHAPES];
-    int nl = 0, nn = 0, r;
-    enum { S_BACKEND, S_DTYPE, S_MATH, S_V, S_WINDOW, S_WL, S_WR, S_COLD, S_REPEATS, S_WARMUP,
-           S_ROWS, S_SEED, S_JSON, S_COUNT };
-    int seen[S_COUNT] = {0};
+    int nl = 0, nn = 0, r, json_seen = 0;
     memset(o, 0, sizeof *o);
     o->backend = CLI_BACKEND_AUTO;
     o->dtypes[0] = o->dtypes[1] = o->dtypes[2] = 1;
@@ -245,79 +248,67 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
             bench_print_help(stdout);
             return stdout_flushed() ? 3 : 1;
         }
-        if ((r = cli_opt(cmd, argc, argv, &i, "--backend", 1, &v))) {
-            if (r < 0 || once(cmd, "--backend", &seen[S_BACKEND])) return 2;
-            if (cli_parse_backend(v, &o->backend))
-                return cli_usage_error(cmd, "--backend: '%s' is not auto, cuda or cpu", v);
-        } else if ((r = cli_opt(cmd, argc, argv, &i, "--L", 1, &v))) {
+        if ((r = cli_opt(cmd, argc, argv, &i, "--L", 1, &v))) {
             if (r < 0 || add_shapes(cmd, "--L", v, INT32_MAX / 17, ls, &nl, nl + nn)) return 2;
         } else if ((r = cli_opt(cmd, argc, argv, &i, "--N", 1, &v))) {
             if (r < 0 || add_shapes(cmd, "--N", v, INT32_MAX, ns, &nn, nl + nn)) return 2;
-        } else if ((r = cli_opt(cmd, argc, argv, &i, "--dtype", 1, &v))) {
-            if (r < 0 || once(cmd, "--dtype", &seen[S_DTYPE])) return 2;
-            if (cli_parse_dtypes(v, o->dtypes))
-                return cli_usage_error(cmd, "--dtype: '%s' is not a list of f32, f16, bf16 "
-                                       "(or all)", v);
-        } else if ((r = cli_opt(cmd, argc, argv, &i, "--math", 1, &v))) {
-            if (r < 0 || once(cmd, "--math", &seen[S_MATH])) return 2;
-            if (cli_parse_math(v, &o->math))
-                return cli_usage_error(cmd, "--math: '%s' is not default, tf32 or fp32", v);
-        } else if ((r = cli_opt(cmd, argc, argv, &i, "--v", 1, &v))) {
-            if (r < 0 || once(cmd, "--v", &seen[S_V])) return 2;
-            if (!strcmp(v, "both")) o->vmode = V_BOTH;
-            else if (!strcmp(v, "full") || !strcmp(v, "2h")) o->vmode = V_FULL;
-            else if (!strcmp(v, "shared")) o->vmode = V_SHARED;
-            else return cli_usage_error(cmd, "--v: '%s' is not both, full or shared", v);
-        } else if ((r = cli_opt(cmd, argc, argv, &i, "--window", 1, &v))) {
-            if (r < 0 || once(cmd, "--window", &seen[S_WINDOW])) return 2;
-            if (parse_window(cmd, "--window", v, &o->wl)) return 2;
-            o->wr = o->wl;
-        } else if ((r = cli_opt(cmd, argc, argv, &i, "--window-left", 1, &v))) {
-            if (r < 0 || once(cmd, "--window-left", &seen[S_WL])) return 2;
-            if (parse_window(cmd, "--window-left", v, &o->wl)) return 2;
-        } else if ((r = cli_opt(cmd, argc, argv, &i, "--window-right", 1, &v))) {
-            if (r < 0 || once(cmd, "--window-right", &seen[S_WR])) return 2;
-            if (parse_window(cmd, "--window-right", v, &o->wr)) return 2;
-        } else if ((r = cli_opt(cmd, argc, argv, &i, "--cold", 1, &v))) {
-            if (r < 0 || once(cmd, "--cold", &seen[S_COLD])) return 2;
-            if (!strcmp(v, "auto")) o->cold = COLD_AUTO;
-            else if (!strcmp(v, "all")) o->cold = COLD_ALL;
-            else if (!strcmp(v, "none")) o->cold = COLD_NONE;
-            else return cli_usage_error(cmd, "--cold: '%s' is not auto, all or none", v);
-        } else if ((r = cli_opt(cmd, argc, argv, &i, "--repeats", 1, &v))) {
-            int64_t x;
-            if (r < 0 || once(cmd, "--repeats", &seen[S_REPEATS])) return 2;
-            if (cli_parse_i64(v, 1, 100000, &x))
-                return cli_usage_error(cmd, "--repeats: '%s' is not an integer in [1, 100000]", v);
-            o->repeats = (int)x;
-        } else if ((r = cli_opt(cmd, argc, argv, &i, "--warmup", 1, &v))) {
-            int64_t x;
-            if (r < 0 || once(cmd, "--warmup", &seen[S_WARMUP])) return 2;
-            if (cli_parse_i64(v, 0, 100000, &x))
-                return cli_usage_error(cmd, "--warmup: '%s' is not an integer in [0, 100000]", v);
-            o->warmup = (int)x;
-        } else if ((r = cli_opt(cmd, argc, argv, &i, "--rows", 1, &v))) {
-            int64_t x;
-            if (r < 0 || once(cmd, "--rows", &seen[S_ROWS])) return 2;
-            if (cli_parse_i64(v, 1, 1000000, &x))
-                return cli_usage_error(cmd, "--rows: '%s' is not an integer in [1, 1000000]", v);
-            o->rows = (int)x;
-        } else if ((r = cli_opt(cmd, argc, argv, &i, "--seed", 1, &v))) {
-            if (r < 0 || once(cmd, "--seed", &seen[S_SEED])) return 2;
-            if (cli_parse_u64(v, &o->seed))
-                return cli_usage_error(cmd, "--seed: '%s' is not a non-negative integer", v);
         } else if ((r = cli_opt(cmd, argc, argv, &i, "--json", 0, &v))) {
-            if (r < 0 || once(cmd, "--json", &seen[S_JSON])) return 2;
+            if (r < 0) return 2;
+            if (json_seen++) return cli_usage_error(cmd, "--json given twice: give it once");
             o->json = 1;
+        } else if ((r = cli_opt_once(cmd, argc, argv, &i, "--backend", &backend)) ||
+                   (r = cli_opt_once(cmd, argc, argv, &i, "--dtype", &dtype)) ||
+                   (r = cli_opt_once(cmd, argc, argv, &i, "--math", &math)) ||
+                   (r = cli_opt_once(cmd, argc, argv, &i, "--v", &vlay)) ||
+                   (r = cli_opt_once(cmd, argc, argv, &i, "--window-left", &wl)) ||
+                   (r = cli_opt_once(cmd, argc, argv, &i, "--window-right", &wr)) ||
+                   (r = cli_opt_once(cmd, argc, argv, &i, "--window", &w)) ||
+                   (r = cli_opt_once(cmd, argc, argv, &i, "--cold", &cold)) ||
+                   (r = cli_opt_once(cmd, argc, argv, &i, "--repeats", &repeats)) ||
+                   (r = cli_opt_once(cmd, argc, argv, &i, "--warmup", &warmup)) ||
+                   (r = cli_opt_once(cmd, argc, argv, &i, "--rows", &rows)) ||
+                   (r = cli_opt_once(cmd, argc, argv, &i, "--seed", &seed))) {
+            if (r < 0) return 2;
         } else if (a[0] == '-') {
             return cli_usage_error(cmd, "unknown option '%s'", a);
         } else {
             return cli_usage_error(cmd, "unexpected argument '%s'", a);
         }
     }
-    if (seen[S_WINDOW] && (seen[S_WL] || seen[S_WR]))
-        return cli_usage_error(cmd, "--window sets both sides: give it, or --window-left and "
-                               "--window-right, not both");
+    if (backend && cli_parse_backend(backend, &o->backend))
+        return cli_usage_error(cmd, "--backend: '%s' is not auto, cuda or cpu", backend);
+    if (dtype && cli_parse_dtypes(dtype, o->dtypes))
+        return cli_usage_error(cmd, "--dtype: '%s' is not a list of f32, f16, bf16 (or all)", dtype);
+    if (math && cli_parse_math(math, &o->math))
+        return cli_usage_error(cmd, "--math: %s", cli_parse_message());
+    if (vlay) {
+        if (!strcmp(vlay, "both")) o->vmode = V_BOTH;
+        else if (!strcmp(vlay, "full") || !strcmp(vlay, "2h")) o->vmode = V_FULL;
+        else if (!strcmp(vlay, "shared")) o->vmode = V_SHARED;
+        else return cli_usage_error(cmd, "--v: '%s' is not both, full or shared", vlay);
+    }
+    if (w && (wl || wr))
+        return cli_usage_error(cmd, "--window and --window-left/--window-right exclude each other");
+    if (!wl != !wr) return cli_usage_error(cmd, "--window-left and --window-right go together");
+    if (w) {
+        if (parse_window(cmd, "--window", w, &o->wl)) return 2;
+        o->wr = o->wl;
+    }
+    if (wl && (parse_window(cmd, "--window-left", wl, &o->wl) ||
+               parse_window(cmd, "--window-right", wr, &o->wr)))
+        return 2;
+    if (cold) {
+        if (!strcmp(cold, "auto")) o->cold = COLD_AUTO;
+        else if (!strcmp(cold, "all")) o->cold = COLD_ALL;
+        else if (!strcmp(cold, "none")) o->cold = COLD_NONE;
+        else return cli_usage_error(cmd, "--cold: '%s' is not auto, all or none", cold);
+    }
+    if ((repeats && parse_count(cmd, "--repeats", repeats, 1, 100000, &o->repeats)) ||
+        (warmup && parse_count(cmd, "--warmup", warmup, 0, 100000, &o->warmup)) ||
+        (rows && parse_count(cmd, "--rows", rows, 1, 1000000, &o->rows)))
+        return 2;
+    if (seed && cli_parse_u64(seed, &o->seed))
+        return cli_usage_error(cmd, "--seed: '%s' is not a non-negative integer", seed);
     if (nl == 0 && nn == 0) {
         static const int64_t def[3] = {256, 1292, 4096};
         nl = 3;
