@@ -371,8 +371,8 @@ def register(plugin_id=PLUGIN_ID, window=17, *, window_left=None, window_right=N
                 for j, what in ((0, "B"), (1, "N")):
                     if [x[j] for x in prof[n]] != [x[j] for x in prof["q_bat"]]:
                         raise ValueError(
-                            f"dswa.trt: {plugin_id}: {n}'s {what} (dim {j}) ranges over min/opt/max "
-                            f"{[x[j] for x in prof[n]]}, q_bat's over "
+                            f"dswa.trt: {plugin_id}: {n}'s {what} (dim {j}) ranges over "
+                            f"min/opt/max {[x[j] for x in prof[n]]}, q_bat's over "
                             f"{[x[j] for x in prof['q_bat']]}: the profile must give them the same")
             at = {}
             for which, dims in (("min", prof["q_bat"][0]), ("max", prof["q_bat"][2])):

@@ -18,10 +18,14 @@ for w in .whl/tensorrt_cu1*_bindings-*.whl; do
     v=$(basename "$w" | cut -d- -f2)
     d=/tmp/trtsite-$v
     if [ ! -d "$d/tensorrt_bindings/plugin" ]; then
-        if ! python3 -m pip install -q --disable-pip-version-check --no-index --no-deps \
-                --target "$d" "$w" 2>/dev/null; then
-            echo "skipped $w: not installable for $(python3 -V 2>&1)"   # another Python's wheel
-            continue
+        if python3 -m pip --version >/dev/null 2>&1; then
+            if ! python3 -m pip install -q --disable-pip-version-check --no-index --no-deps \
+                    --target "$d" "$w" 2>/dev/null; then
+                echo "skipped $w: not installable for $(python3 -V 2>&1)"   # another Python's
+                continue
+            fi
+        else    # no pip: a wheel is a zip; only its pure-Python plugin layer is used
+            python3 -m zipfile -e "$w" "$d" || { echo "FAIL: cannot unpack $w"; rc=1; continue; }
         fi
     fi
     ran=1

@@ -60,7 +60,6 @@ if not hasattr(trtp, "aot_impl"):
     print(f"skipped: TensorRT {trt.__version__} has no aot_impl (10.9+)")
     sys.exit(0)
 import dswa.trt as dt  # noqa: E402
-from dswa import _lib  # noqa: E402
 from _util import reference  # noqa: E402   (float64, written from the definition)
 
 B_ = trt_standin.Builder(trt, trtp)
