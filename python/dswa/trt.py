@@ -69,13 +69,22 @@ class Config(namedtuple("Config", "window_left window_right scale lam math")):
     attribute, parse() reads it back exactly (floats are fp32 values, written exactly)."""
 
     def __str__(self):
-        sc = "default" if self.scale is None else repr(self.scale)
+        sc = "default" if self.scale is None else _short(self.scale)
         return (f"window_left={self.window_left};window_right={self.window_right};"
-                f"scale={sc};lambda={self.lam!r};math={self.math}")
+                f"scale={sc};lambda={_short(self.lam)};math={self.math}")
 
 
 def _f32(x):
     return struct.unpack("<f", struct.pack("<f", x))[0] if abs(x) < 3.5e38 else float(x)
+
+
+def _short(x):
+    """The shortest decimal that reads back as the same fp32 value (0.2, not 0.200000003)."""
+    for digits in range(1, 10):
+        s = f"{x:.{digits}g}"
+        if _f32(float(s)) == x:
+            return s
+    return repr(x)
 
 
 def config(window=17, *, window_left=None, window_right=None, scale=None, lam=1.0,

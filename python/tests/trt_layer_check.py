@@ -178,8 +178,10 @@ def config_attribute_round_trips():
     for c in (dt.config(), dt.config(window_left=5, window_right=50, scale=0.2, lam=0.5),
               dt.config(0, math="fp32"), dt.config(3, scale=1e-3, lam=-2.75, math="tf32")):
         assert dt.parse(str(c)) == c, (str(c), dt.parse(str(c)))
-    assert str(dt.config()) == "window_left=17;window_right=17;scale=default;lambda=1.0;" \
+    assert str(dt.config()) == "window_left=17;window_right=17;scale=default;lambda=1;" \
         "math=default"
+    assert str(dt.config(3, scale=0.2, lam=-0.75)) == \
+        "window_left=3;window_right=3;scale=0.2;lambda=-0.75;math=default"
     expect(ValueError, "expected window_left=...", dt.parse, "window=17")
     expect(ValueError, "window_left = -1: must be >= 0", dt.parse,
            "window_left=-1;window_right=17;scale=default;lambda=1.0;math=default")
