@@ -1026,7 +1026,8 @@ static void print_tables(const bench_ctx *c, const bench_row *rows, int nrow) {
         const cold_result *k = &r->cold;
         if (!k->done && !k->msg[0]) continue;
         char(*s)[32] = t.cell[t.nrow];
-        snprintf(s[0], 32, "%lld", (long long)r->l);
+        if (r->l >= 0) snprintf(s[0], 32, "%lld", (long long)r->l);
+        else snprintf(s[0], 32, "-");
         snprintf(s[1], 32, "%lld", (long long)r->n);
         snprintf(s[2], 32, "%s", dswa_dtype_name(r->dtype));
         snprintf(s[3], 32, "%s", r->shared ? "shared" : "2H");

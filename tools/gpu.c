@@ -49,6 +49,7 @@ int gpu_alloc(void **p, size_t bytes, const char *what) {
     cudaError_t e = cudaMalloc(p, bytes ? bytes : 16);
     if (e != cudaSuccess) {
         *p = NULL;
+        (void)cudaGetLastError();   /* out of memory is not sticky: a later check must not see it */
         snprintf(call, sizeof call, "cudaMalloc(%s, %.1f MB)", what, (double)bytes / 1e6);
         return fail(e, call);
     }
@@ -300,13 +301,18 @@ static int ptx_append(char *buf, size_t cap, size_t *len, const char *fmt, ...) 
     return 0;
 }
 
+/* Cache hints of the loads and stores: none, or .cs (streaming: evict first; the data is
+   touched once). */
+static const char *const copy_hints[2] = {"", ".cs"};
+
 static int copy_ptx(char *buf, size_t cap) {
     size_t len = 0;
     int bad = ptx_append(buf, cap, &len, ".version 7.0\n.target sm_52\n.address_size 64\n");
-    for (int k = 0; k < N_UNROLL && !bad; k++) {
-        const int u = copy_unrolls[k];
+    for (int e = 0; e < 2 * N_UNROLL && !bad; e++) {
+        const int u = copy_unrolls[e % N_UNROLL];
+        const char *hint = copy_hints[e / N_UNROLL];
         bad |= ptx_append(buf, cap, &len,
-            "\n.visible .entry copy_u%d(.param .u64 p_src, .param .u64 p_dst, .param .u64 p_n)\n"
+            "\n.visible .entry copy%s_u%d(.param .u64 p_src, .param .u64 p_dst, .param .u64 p_n)\n"
             "{\n"
             "  .reg .pred %%p;\n"
             "  .reg .b32 %%r<4>;\n"
@@ -336,16 +342,16 @@ static int copy_ptx(char *buf, size_t cap) {
             "  @%%p bra TAIL;\n"
             "  shl.b64 %%off, %%i, 4;\n"
             "  add.u64 %%a, %%src, %%off;\n",
-            u, 4 * u, u, u - 1);
+            e / N_UNROLL ? "_cs" : "", u, 4 * u, u, u - 1);
         for (int j = 0; j < u && !bad; j++)
             bad |= ptx_append(buf, cap, &len,
-                "  ld.global.v4.b32 {%%v%d, %%v%d, %%v%d, %%v%d}, [%%a];\n%s",
+                "  ld.global%s.v4.b32 {%%v%d, %%v%d, %%v%d, %%v%d}, [%%a];\n%s", hint,
                 4 * j, 4 * j + 1, 4 * j + 2, 4 * j + 3,
                 j + 1 < u ? "  add.u64 %a, %a, %Tb;\n" : "");
         bad |= ptx_append(buf, cap, &len, "  add.u64 %%a, %%dst, %%off;\n");
         for (int j = 0; j < u && !bad; j++)
             bad |= ptx_append(buf, cap, &len,
-                "  st.global.v4.b32 [%%a], {%%v%d, %%v%d, %%v%d, %%v%d};\n%s",
+                "  st.global%s.v4.b32 [%%a], {%%v%d, %%v%d, %%v%d, %%v%d};\n%s", hint,
                 4 * j, 4 * j + 1, 4 * j + 2, 4 * j + 3,
                 j + 1 < u ? "  add.u64 %a, %a, %Tb;\n" : "");
         bad |= ptx_append(buf, cap, &len,
@@ -356,26 +362,26 @@ static int copy_ptx(char *buf, size_t cap) {
             "  @%%p bra DONE;\n"
             "  shl.b64 %%off, %%i, 4;\n"
             "  add.u64 %%a, %%src, %%off;\n"
-            "  ld.global.v4.b32 {%%v0, %%v1, %%v2, %%v3}, [%%a];\n"
+            "  ld.global%s.v4.b32 {%%v0, %%v1, %%v2, %%v3}, [%%a];\n"
             "  add.u64 %%a, %%dst, %%off;\n"
-            "  st.global.v4.b32 [%%a], {%%v0, %%v1, %%v2, %%v3};\n"
+            "  st.global%s.v4.b32 [%%a], {%%v0, %%v1, %%v2, %%v3};\n"
             "  add.u64 %%i, %%i, %%T;\n"
             "  bra.uni TAIL;\n"
             "DONE:\n"
             "  ret;\n"
-            "}\n");
+            "}\n", hint, hint);
     }
     return bad ? -1 : 0;
 }
 
 static cudaLibrary_t copy_lib;
-static cudaKernel_t copy_kernel[N_UNROLL];
-static gpu_copy_cfg copy_cfgs[8];
+static cudaKernel_t copy_kernel[2 * N_UNROLL];   /* [streaming * N_UNROLL + unroll index] */
+static gpu_copy_cfg copy_cfgs[16];
 static int n_copy_cfgs;
 
-static int unroll_index(int u) {
+static int kernel_index(const gpu_copy_cfg *c) {
     for (int k = 0; k < N_UNROLL; k++)
-        if (copy_unrolls[k] == u) return k;
+        if (copy_unrolls[k] == c->unroll) return (c->streaming ? N_UNROLL : 0) + k;
     return 0;
 }
 
@@ -399,7 +405,7 @@ static int copy_enqueue(const gpu_copy_cfg *c, void *dst, const void *src, size_
     unsigned long long n16 = bytes / 16;
     void *args[3] = {(void *)&src, (void *)&dst, (void *)&n16};
     const dim3 grid = {copy_grid(c, (size_t)n16), 1, 1}, block = {(unsigned)c->threads, 1, 1};
-    if ((e = cudaLaunchKernel((const void *)copy_kernel[unroll_index(c->unroll)], grid, block,
+    if ((e = cudaLaunchKernel((const void *)copy_kernel[kernel_index(c)], grid, block,
                               args, 0, s)) != cudaSuccess)
         return fail(e, "cudaLaunchKernel(copy kernel)");
     return 0;
@@ -415,13 +421,15 @@ void gpu_copy_describe(const gpu_copy_cfg *c, size_t bytes, char *buf, size_t n)
         snprintf(buf, n, "cudaMemcpyAsync");
         return;
     }
-    snprintf(buf, n, "kernel: %d x 16 B per thread, %u x %d threads (%s)", c->unroll,
-             copy_grid(c, bytes / 16), c->threads, c->blocks > 0 ? "one wave, strided" : "one pass");
+    snprintf(buf, n, "kernel: %d x 16 B per thread%s, %u x %d threads (%s)", c->unroll,
+             c->streaming ? ", .cs" : "", copy_grid(c, bytes / 16), c->threads,
+             c->blocks > 0 ? "one wave, strided" : "one pass");
 }
 
-/* Each kernel candidate copies an odd-sized buffer exactly, and writes nothing past its end. */
-static int copy_selftest(void) {
-    const size_t n16 = 300007, bytes = n16 * 16, guard = 4096;
+/* Each kernel candidate copies an odd number of vectors, n16, exactly (n16 large enough that
+   every grid takes full steps and a tail), and writes nothing past the end. */
+static int copy_selftest(size_t n16) {
+    const size_t bytes = n16 * 16, guard = 4096;
     unsigned char *h = malloc(bytes + guard), *back = malloc(bytes + guard);
     void *src = NULL, *dst = NULL;
     cudaError_t e;
@@ -465,7 +473,7 @@ done:
 }
 
 int gpu_copy_init(void) {
-    static char ptx[16384];
+    static char ptx[32768];
     cudaError_t e;
     int dev = 0, sms = 0, max_threads = 0;
     if (copy_lib) return 0;
@@ -483,26 +491,28 @@ int gpu_copy_init(void) {
         copy_lib = NULL;
         return fail(e, "cudaLibraryLoadData(copy kernels)");
     }
-    for (int k = 0; k < N_UNROLL; k++) {
+    for (int k = 0; k < 2 * N_UNROLL; k++) {
         char name[32];
-        snprintf(name, sizeof name, "copy_u%d", copy_unrolls[k]);
+        snprintf(name, sizeof name, "copy%s_u%d", k / N_UNROLL ? "_cs" : "",
+                 copy_unrolls[k % N_UNROLL]);
         if ((e = cudaLibraryGetKernel(&copy_kernel[k], copy_lib, name)) != cudaSuccess) {
             gpu_copy_shutdown();
             return fail(e, "cudaLibraryGetKernel(copy kernel)");
         }
     }
     /* cudaMemcpyAsync; one pass at 1, 2 and 4 vectors per thread (256 threads, the shape of an
-       elementwise kernel); and one full wave (every thread slot of every SM) striding with 2,
-       4 and 8 vectors in flight per thread. */
+       elementwise kernel); one full wave (every thread slot of every SM) striding with 2, 4 and
+       8 vectors in flight per thread; and the streaming hint on one of each. */
     const int wave = sms * (max_threads >= 512 ? max_threads / 512 : 1);
     const gpu_copy_cfg cfgs[] = {
-        {1, 0, 0, 0},
-        {0, 1, 256, 0}, {0, 2, 256, 0}, {0, 4, 256, 0},
-        {0, 2, 512, wave}, {0, 4, 512, wave}, {0, 8, 512, wave},
+        {1, 0, 0, 0, 0},
+        {0, 0, 1, 256, 0}, {0, 0, 2, 256, 0}, {0, 0, 4, 256, 0},
+        {0, 0, 2, 512, wave}, {0, 0, 4, 512, wave}, {0, 0, 8, 512, wave},
+        {0, 1, 4, 256, 0}, {0, 1, 4, 512, wave},
     };
     n_copy_cfgs = (int)(sizeof cfgs / sizeof cfgs[0]);
     memcpy(copy_cfgs, cfgs, sizeof cfgs);
-    if (copy_selftest() != 0) {
+    if (copy_selftest((size_t)3 * 8 * 512 * (size_t)wave + 7) != 0) {
         gpu_copy_shutdown();
         return -1;
     }

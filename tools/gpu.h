@@ -32,10 +32,12 @@ int gpu_copy_d2d(void *dst, const void *src, size_t bytes, const char *what);
 
 /* ---- the same-size copy -------------------------------------------------------------- */
 /* One way to copy: cudaMemcpyAsync, or the copy kernel with `unroll` 16-byte vectors in
-   flight per thread and a grid of `blocks` x `threads` (blocks == 0: one pass, a thread per
-   `unroll` vectors of the buffer). */
+   flight per thread, loads and stores with the streaming cache hint (.cs) or none, and a grid
+   of `blocks` x `threads` (blocks == 0: one pass, a thread per `unroll` vectors of the
+   buffer). */
 typedef struct gpu_copy_cfg {
     int memcpy_async;
+    int streaming;
     int unroll, threads, blocks;
 } gpu_copy_cfg;
 
