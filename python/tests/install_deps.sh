@@ -16,7 +16,10 @@ P=$(cd "$1" && pwd)
 TRT13=${DSWA_TRT13_VERSION:-11.4.0.106}
 TRT12=${DSWA_TRT12_VERSION:-10.9.0.34}
 TRT108=10.8.0.43
-python3 -m venv "$P/venv"
+if ! python3 -m venv "$P/venv" >&2; then
+    echo "$0: python3 -m venv failed; on Debian/Ubuntu install python3-venv (apt-get install python3-venv)" >&2
+    exit 1
+fi
 "$P/venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest >&2
 for spec in "trt-cu13 tensorrt-cu13-bindings==$TRT13" "trt-cu12 tensorrt-cu12-bindings==$TRT12" \
             "trt-10.8 tensorrt-cu12-bindings==$TRT108"; do
