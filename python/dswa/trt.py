@@ -248,6 +248,10 @@ def _fixed(d):
     return None if d.is_fake or not d.is_constant else d.constant_value()
 
 
+def _show(x):
+    return "dynamic" if x is None else x
+
+
 def _profile(t):
     """(min, opt, max) dims of a TensorDesc whose shape is known (aot_impl)."""
     s = t.shape
@@ -309,22 +313,22 @@ def register(plugin_id=PLUGIN_ID, window=17, *, window_left=None, window_right=N
             return None
         h2, d = _fixed(qs[2]), _fixed(qs[3])
         if h2 is None or h2 % 2 or h2 <= 0:
-            raise ValueError(f"dswa.trt: {plugin_id}: q_bat.shape[2] = {h2 or 'dynamic'}: must "
+            raise ValueError(f"dswa.trt: {plugin_id}: q_bat.shape[2] = {_show(h2)}: must "
                              "be 2H, even and fixed at build time")
         if d is None:
             raise ValueError(f"dswa.trt: {plugin_id}: q_bat.shape[3] (D) is dynamic: it must be "
                              "fixed at build time")
         vh = _fixed(vs[2])
         if vh not in (h2, h2 // 2):
-            raise ValueError(f"dswa.trt: {plugin_id}: v_bat.shape[2] = {vh or 'dynamic'}: "
+            raise ValueError(f"dswa.trt: {plugin_id}: v_bat.shape[2] = {_show(vh)}: "
                              f"must be 2H = {h2}, or H = {h2 // 2} for one V shared by both pairs")
         for n, s, dims in (("k_bat", ks, (0, 1, 2, 3)), ("v_bat", vs, (0, 1, 3))):
             for j in dims:
                 a, b = _fixed(qs[j]), _fixed(s[j])
                 if a != b:
                     raise ValueError(
-                        f"dswa.trt: {plugin_id}: {n}.shape[{j}] = {b or 'dynamic'} but "
-                        f"q_bat.shape[{j}] = {a or 'dynamic'}: must be equal (and both fixed or "
+                        f"dswa.trt: {plugin_id}: {n}.shape[{j}] = {_show(b)} but "
+                        f"q_bat.shape[{j}] = {_show(a)}: must be equal (and both fixed or "
                         "both dynamic)")
         return h2, d, vh
 
