@@ -40,15 +40,16 @@ static void fit_twice(const char *in, size_t len, ptx_fit_opts o) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static const char *const entries[] = {NULL, "triton_fit_kernel", "dot_kernel", "first", "k"};
-    static const char *const archs[] = {NULL, "sm_90", "sm_80", "sm_100", "sm_120"};
+    static const char *const entries[] = {NULL,    "triton_fit_kernel", "dot_kernel",
+                                          "first", "addr_kernel",       "k"};
+    static const char *const archs[] = {NULL, "sm_90", "sm_80", "sm_75", "sm_120"};
     static const int aligns[] = {0, 1, 4, 16, 256};
     unsigned b = size ? data[size - 1] : 0;
     const char *in = (const char *)data;
 
     ptx_fit_opts a = {(int)(b % 9), NULL, NULL, 0};
     fit_twice(in, size, a);
-    ptx_fit_opts v = {(int)((b / 9) % 4), entries[b % 5], archs[(b >> 2) % 5],
+    ptx_fit_opts v = {(int)((b / 9) % 4), entries[b % 6], archs[(b >> 2) % 5],
                            aligns[(b >> 4) % 5]};
     fit_twice(in, size, v);
     ptx_fit_opts t = {5, NULL, "sm_90", 16}; /* the Triton case */

@@ -197,17 +197,8 @@ int cmd_aot(int argc, char **argv) {
     if (math != DSWA_MATH_DEFAULT && dtype != DSWA_F32)
         return cli_usage_error(cmd, "--math %s applies to f32 only: %s is multiplied as it is stored, "
                                "with fp32 accumulation (leave --math out)", math_s, dtype_s);
-    int64_t wl = -1, wr = -1, w;
-    if (win && (wl_s || wr_s))
-        return cli_usage_error(cmd, "--window and --window-left/--window-right exclude each other");
-    if ((wl_s != NULL) != (wr_s != NULL))
-        return cli_usage_error(cmd, "--window-left and --window-right go together");
-    if (win) {
-        if (cli_parse_i64(win, 0, INT32_MAX, &w)) return cli_usage_error(cmd, "--window %s: must be an integer >= 0", win);
-        wl = wr = w;
-    }
-    if (wl_s && (cli_parse_i64(wl_s, 0, INT32_MAX, &wl) || cli_parse_i64(wr_s, 0, INT32_MAX, &wr)))
-        return cli_usage_error(cmd, "--window-left %s --window-right %s: must be integers >= 0", wl_s, wr_s);
+    int32_t wl = -1, wr = -1; /* -1: no windows (the wide kernel, WL and WR in the formulas) */
+    if (cli_parse_windows(cmd, win, wl_s, wr_s, &wl, &wr)) return 2;
     if (!shape_s && (shared_v || scale_s || lambda_s))
         return cli_usage_error(cmd, "--shared-v, --scale and --lambda describe a problem: they need --shape");
     if (out_path && meta_path && cli_same_file(out_path, meta_path))
@@ -224,8 +215,8 @@ int cmd_aot(int argc, char **argv) {
         if (cli_parse_i64_list(shape_s, 1, INT32_MAX, v, 3) != 3)
             return cli_usage_error(cmd, "--shape %s: must be B,N,H (three positive integers)", shape_s);
         p = dswa_problem_default((int32_t)v[0], (int32_t)v[1], (int32_t)v[2], 64, 0);
-        p.window_left = (int32_t)wl;
-        p.window_right = (int32_t)wr;
+        p.window_left = wl;
+        p.window_right = wr;
         p.dtype = dtype;
         p.math = math;
         if (shared_v) {
@@ -237,7 +228,7 @@ int cmd_aot(int argc, char **argv) {
         if (lambda_s && parse_float(lambda_s, &p.lambda)) return cli_usage_error(cmd, "--lambda %s: must be a number", lambda_s);
         s = dswa_aot_kernel_for(arch, &p, &info);
     } else {
-        s = dswa_aot_kernel_window(arch, dtype, math, (int32_t)wl, (int32_t)wr, &info);
+        s = dswa_aot_kernel_window(arch, dtype, math, wl, wr, &info);
     }
     if (s == DSWA_OK && isa) s = dswa_aot_set_ptx_isa(&info, isa);
     if (s != DSWA_OK) {

@@ -263,7 +263,7 @@ int cmd_check(int argc, char **argv) {
                *wr_s = NULL;
     cli_backend backend = CLI_BACKEND_AUTO;
     uint64_t seed = 1;
-    int64_t wl = -1, wr = -1;
+    int32_t wl = -1, wr = -1; /* -1: each case's own */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int r;
@@ -287,17 +287,7 @@ int cmd_check(int argc, char **argv) {
         return cli_usage_error(cmd, "--backend: '%s' is not auto, cuda or cpu", backend_s);
     if (seed_s && cli_parse_u64(seed_s, &seed))
         return cli_usage_error(cmd, "--seed: '%s' is not a non-negative integer", seed_s);
-    if (w_s && (wl_s || wr_s))
-        return cli_usage_error(cmd, "--window and --window-left/--window-right exclude each other");
-    if ((wl_s != NULL) != (wr_s != NULL))
-        return cli_usage_error(cmd, "--window-left and --window-right go together");
-    if (w_s && cli_parse_i64(w_s, 0, INT32_MAX, &wl))
-        return cli_usage_error(cmd, "--window: '%s' is not an integer >= 0", w_s);
-    if (w_s) wr = wl;
-    if (wl_s && cli_parse_i64(wl_s, 0, INT32_MAX, &wl))
-        return cli_usage_error(cmd, "--window-left: '%s' is not an integer >= 0", wl_s);
-    if (wr_s && cli_parse_i64(wr_s, 0, INT32_MAX, &wr))
-        return cli_usage_error(cmd, "--window-right: '%s' is not an integer >= 0", wr_s);
+    if (cli_parse_windows(cmd, w_s, wl_s, wr_s, &wl, &wr)) return 2;
 
     const int do_cpu = backend != CLI_BACKEND_CUDA;
     int do_cuda = backend != CLI_BACKEND_CPU && dswa_cuda_available();
@@ -327,7 +317,7 @@ int cmd_check(int argc, char **argv) {
         const check_case *cc = &cases[ci];
         built_case b;
         char desc[256];
-        if (build_case(cc, seed, (uint64_t)ci, (int32_t)wl, (int32_t)wr, &b) != 0) {
+        if (build_case(cc, seed, (uint64_t)ci, wl, wr, &b) != 0) {
             printf("FAIL  -     %s %s: out of host memory\n", dswa_dtype_name(cc->dtype), cc->name);
             fail++;
             continue;

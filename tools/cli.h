@@ -76,6 +76,12 @@ const char *cli_parse_message(void);
 /* Comma-separated dtype names, or "all"; sets flags[dtype]. 0 or -1. */
 int cli_parse_dtypes(const char *s, int flags[3]);
 
+/* --window W, or --window-left L with --window-right R (each may be NULL when not given):
+   sets *left and *right when given (both from W), leaves them otherwise. 0, or 2 after a usage
+   error (both forms, one side alone, not an integer in [0, 2^31)). */
+int cli_parse_windows(const char *cmd, const char *w, const char *wl, const char *wr,
+                      int32_t *left, int32_t *right);
+
 typedef enum cli_backend { CLI_BACKEND_AUTO = 0, CLI_BACKEND_CPU, CLI_BACKEND_CUDA } cli_backend;
 int cli_parse_backend(const char *s, cli_backend *out);
 

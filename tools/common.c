@@ -156,6 +156,25 @@ int cli_parse_dtypes(const char *s, int flags[3]) {
     return 0;
 }
 
+int cli_parse_windows(const char *cmd, const char *w, const char *wl, const char *wr,
+                      int32_t *left, int32_t *right) {
+    int64_t x;
+    if (w && (wl || wr))
+        return cli_usage_error(cmd, "--window and --window-left/--window-right exclude each other");
+    if (!wl != !wr) return cli_usage_error(cmd, "--window-left and --window-right go together");
+    const char *names[3] = {"--window", "--window-left", "--window-right"}, *vals[3] = {w, wl, wr};
+    int32_t *dst[3] = {left, left, right};
+    for (int k = 0; k < 3; k++) {
+        if (!vals[k]) continue;
+        if (cli_parse_i64(vals[k], 0, INT32_MAX, &x))
+            return cli_usage_error(cmd, "%s: '%s' is not an integer from 0 to 2^31 - 1", names[k],
+                                   vals[k]);
+        *dst[k] = (int32_t)x;
+        if (k == 0) *right = (int32_t)x;
+    }
+    return 0;
+}
+
 int cli_parse_backend(const char *s, cli_backend *out) {
     if (!strcmp(s, "auto")) *out = CLI_BACKEND_AUTO;
     else if (!strcmp(s, "cpu")) *out = CLI_BACKEND_CPU;
