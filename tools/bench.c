@@ -889,7 +889,7 @@ static void print_json(const bench_ctx *c, const char *device, const char *date,
         fprintf(f, ", \"min_bytes\": %.0f, \"useful_flops\": %.0f", r->min_bytes, r->flops);
         json_key_num(f, "floor_ms", r->floor_ms);
         json_stats(f, "time_ms", &r->time);
-        fprintf(f, ", \"timed\": %d", r->time.replays);
+        if (!c->cuda) fprintf(f, ", \"calls\": %d", r->time.replays);   /* the GPU's: "repeats" */
         if (c->cuda) {
             json_key_num(f, "call_ms", r->call_ms);
             json_stats(f, "copy_ms", &r->copy);

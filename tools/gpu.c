@@ -25,13 +25,27 @@ static int fail(cudaError_t e, const char *what) {
 }
 
 int gpu_init(char *name, size_t name_len) {
-    int count = 0, dev = 0;
+    int count = 0, dev = 0, driver = 0, runtime = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess) return fail(e, "cudaGetDeviceCount");
-    if (count <= 0) {
-        snprintf(gpu_msg, sizeof gpu_msg, "cudaGetDeviceCount: no CUDA device");
+    /* "Insufficient driver" is also what a machine without any driver gets: tell them apart,
+       so nobody upgrades a driver they do not have. */
+    if (e == cudaErrorInsufficientDriver && (cudaDriverGetVersion(&driver) != cudaSuccess || driver == 0)) {
+        snprintf(gpu_msg, sizeof gpu_msg, "no CUDA driver found (libcuda.so.1 is not installed or "
+                 "not loadable): no GPU to run on");
         return -1;
     }
+    if (e == cudaErrorInsufficientDriver) {
+        (void)cudaRuntimeGetVersion(&runtime);
+        snprintf(gpu_msg, sizeof gpu_msg, "the CUDA driver (CUDA %d.%d) is older than the runtime "
+                 "this dswa was built with (CUDA %d.%d)", driver / 1000, driver % 1000 / 10,
+                 runtime / 1000, runtime % 1000 / 10);
+        return -1;
+    }
+    if (e == cudaErrorNoDevice || (e == cudaSuccess && count <= 0)) {
+        snprintf(gpu_msg, sizeof gpu_msg, "no CUDA GPU found");
+        return -1;
+    }
+    if (e != cudaSuccess) return fail(e, "cudaGetDeviceCount");
     if ((e = cudaGetDevice(&dev)) != cudaSuccess) return fail(e, "cudaGetDevice");
     struct cudaDeviceProp prop;
     memset(&prop, 0, sizeof prop);
