@@ -1,6 +1,7 @@
-/* Shared pieces of the dswa command-line tool: the subcommand table's entries, option parsing,
-   random inputs, timing, comparison with the float64 reference, JSON output, and a thin,
-   error-checked wrapper over the CUDA runtime (compiled only with DSWA_HAVE_CUDA). */
+/* Shared pieces of the dswa command-line tool: the subcommands, outputs written all or none,
+   option parsing, random inputs, timing, comparison with the float64 reference, JSON output,
+   and a thin, error-checked wrapper over the CUDA runtime (tools/gpu.c; it fails, saying so,
+   without DSWA_HAVE_CUDA). */
 #ifndef DSWA_CLI_H
 #define DSWA_CLI_H
 
@@ -138,14 +139,6 @@ int gpu_timer_create(void);
 void gpu_timer_destroy(void);
 int gpu_timer_start(void);
 double gpu_timer_stop(void);
-/* A CUDA graph of [start event, one call on *stream, stop event]: gpu_graph_begin starts the
-   capture and returns the stream to call on, gpu_graph_end(ok) ends it (and instantiates it
-   when ok), gpu_graph_replay runs it once and returns its elapsed milliseconds (negative on
-   failure). */
-int gpu_graph_begin(void **stream);
-int gpu_graph_end(int ok);
-double gpu_graph_replay(void);
-void gpu_graph_destroy(void);
 /* Device-to-device copy bandwidth in GB/s (bytes read + written), median of `repeats`
    copies of `bytes`; negative on failure. */
 double gpu_copy_bandwidth(size_t bytes, int repeats);
