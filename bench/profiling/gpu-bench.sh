@@ -2,7 +2,8 @@
 # One device call for the bench itself (issue 19's measurement): builds for this GPU, runs the
 # default `dswa bench --json` (timed: it should take under ~90 s), checks that the bench's copy
 # kernel is at least as fast as cudaMemcpyAsync on 2 GiB, runs the wide kernel at windows of
-# 64 and 128 each side (L = 256 and 4096), and writes README's performance table from the default run.
+# 64 and 128 each side (L = 256 and 4096), and writes README's performance table from the
+# default run.
 #   bench/profiling/gpu-bench.sh OUTDIR        (COMMIT=<hash> names the commit when .git is absent)
 # Writes OUTDIR/bench.json, bench-window-64.json, bench-window-128.json (+ .err), readme-table.md.
 set -u
