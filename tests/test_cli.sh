@@ -74,6 +74,14 @@ run 0 "$dswa" check --backend cpu --window 5 && grep -q 'windows set to 5/5' out
 run 0 "$dswa" check --backend cpu --window-left 0 --window-right 9 --seed 7 &&
     grep -q 'windows set to 0/9' out || fail "check --window-left/--window-right"
 full "$dswa" check --backend cpu --window 2
+# without a usable GPU: one line saying why, never "driver version is insufficient" for a
+# machine that has no driver at all
+checks=$((checks+1))
+"$dswa" check --backend cuda --window 0 >out 2>err; got=$?
+if [ $got -ne 0 ]; then
+    [ $got -eq 1 ] && [ "$(wc -l <err)" -eq 1 ] && ! grep -q insufficient err ||
+        fail "check --backend cuda without a GPU -> exit $got: $(cat err)"
+fi
 run 2 "$dswa" check --window 3 --window-left 2 --window-right 2 && one_line "exclude each other"
 run 2 "$dswa" check --window-left 2 && one_line "go together"
 run 2 "$dswa" check --seed 1 --seed 2 && one_line "--seed given twice"

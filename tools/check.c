@@ -292,14 +292,21 @@ int cmd_check(int argc, char **argv) {
     const int do_cpu = backend != CLI_BACKEND_CUDA;
     int do_cuda = backend != CLI_BACKEND_CPU && dswa_cuda_available();
     if (backend != CLI_BACKEND_CPU && !do_cuda) {
-        float dummy[4][4];
-        dswa_problem p = dswa_problem_default(0, 1, 1, 1, 0);
-        (void)dswa_forward_cuda(&p, dummy[0], dummy[1], dummy[2], dummy[3], NULL);
+        /* Why: no driver, an old one or no GPU (the runtime's view, which tells them apart), or
+           a GPU the library does not use (its own reason). */
+        char name[256];
+        const char *why = gpu_error();
+        if (gpu_init(name, sizeof name) == 0) {
+            float dummy[4][4];
+            dswa_problem p = dswa_problem_default(0, 1, 1, 1, 0);
+            (void)dswa_forward_cuda(&p, dummy[0], dummy[1], dummy[2], dummy[3], NULL);
+            why = dswa_last_error();
+        }
         if (backend == CLI_BACKEND_CUDA) {
-            fprintf(stderr, "dswa check: --backend cuda: %s\n", dswa_last_error());
+            fprintf(stderr, "dswa check: --backend cuda: %s\n", why);
             return 1;
         }
-        printf("note  cuda  not checked: %s\n", dswa_last_error());
+        printf("note  cuda  not checked: %s\n", why);
     }
     if (do_cuda) {
         char name[256];
