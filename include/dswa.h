@@ -65,7 +65,7 @@ dswa_status dswa_forward_cuda(const dswa_problem *p, const void *q, const void *
 const char *dswa_status_string(dswa_status s);
 const char *dswa_last_error(void);   /* this thread's message for its last failure */
 
-/* ---- additions beyond the original contract ---------------------------------------- */
+/* ---- checks, sizes and element types ------------------------------------------------- */
 
 /* Checks a problem and its pointers exactly as both forward functions do, without
    computing anything. DSWA_OK or DSWA_ERR_INVALID_ARGUMENT (with a message). */
@@ -76,6 +76,15 @@ dswa_status dswa_validate(const dswa_problem *p, const void *q, const void *k,
 size_t dswa_dtype_size(dswa_dtype dtype);
 const char *dswa_dtype_name(dswa_dtype dtype);   /* "f32", "f16", "bf16", or "?" */
 const char *dswa_math_name(dswa_math math);      /* "default", "tf32", "fp32", or "?" */
+/* The names above read back (exactly, lower case): DSWA_OK, or DSWA_ERR_INVALID_ARGUMENT with
+   a message listing the names; *out is untouched on failure. */
+dswa_status dswa_dtype_parse(const char *name, dswa_dtype *out);
+dswa_status dswa_math_parse(const char *name, dswa_math *out);
+
+/* Element conversion between float and a dtype's storage: f16 and bf16 round to nearest even
+   (overflow to inf, NaN stays NaN), f32 is copied. n elements; an unknown dtype does nothing. */
+void dswa_convert_from_f32(dswa_dtype dtype, const float *src, void *dst, size_t n);
+void dswa_convert_to_f32(dswa_dtype dtype, const void *src, float *dst, size_t n);
 
 /* Number of elements spanned by a view (1 + the largest offset), for sizing buffers;
    `pairs` is 2 for inputs and 1 for the output. 0 if any extent is 0, -1 if the span does
@@ -90,6 +99,19 @@ double dswa_useful_flops(const dswa_problem *p);
 
 /* 1 when this build contains the CUDA backend and a device is visible, else 0. */
 int dswa_cuda_available(void);
+
+/* ---- float64 reference ------------------------------------------------------------- */
+/* The math above in double precision, written plainly (one query at a time, every score
+   materialised, the maximum subtracted before exp) and sharing no code with the kernels:
+   its own element decoders, exact for every f32, f16 and bf16 value. For checking outputs of
+   dswa_forward_* (or of anything else computing the op): query rows [row_begin, row_end) of
+   every batch and head into out, a contiguous (B, row_end - row_begin, H, D) array of
+   doubles, out[((b * R + (i - row_begin)) * H + h) * D + d]. p is checked as dswa_validate
+   checks it (q, k, v must be non-NULL; out is the double array, so p->out is not used);
+   0 <= row_begin <= row_end <= seq_len. A NaN in a query's window carries to its row as the
+   arithmetic carries it. Host memory; runs on the CPU (OpenMP threads where built with it). */
+dswa_status dswa_reference_rows(const dswa_problem *p, const void *q, const void *k,
+                                const void *v, int32_t row_begin, int32_t row_end, double *out);
 
 /* ---- AOT export for TensorRT ------------------------------------------------------- */
 /* The CUDA kernels as TensorRT's AOT plugin path (tensorrt.plugin.aot_impl) wants them: PTX
@@ -143,11 +165,10 @@ typedef struct dswa_aot_info {
     unsigned block[3];                  /* threads per block: 128, 1, 1 */
     unsigned shared_bytes;              /* static shared memory the PTX declares (<= 48 KB) */
     unsigned dynamic_shared_bytes;      /* 0: the launch passes no dynamic shared memory */
-    const char *grid[3];       /* grid x, y, z as formulas of B, N, H ("//" is floor division) */
-    int tile, strip;           /* grid.x = ceil(ceil(N / tile) / strip) */
+    const char *grid[3];       /* grid x, y, z as formulas of B, N, H ("//" is floor division):
+                                  one block per 64 queries of one head and batch */
     int has_problem;           /* 1 after dswa_aot_kernel_for: values and grid_dims are filled */
     unsigned grid_dims[3];     /* the grid for that problem */
-    void *storage_;            /* private: what the strings and the PTX live in */
 } dswa_aot_info;
 
 /* The kernel for any window (the wide family), for `arch` ("sm_80" ... "sm_120"; "90" also
@@ -155,7 +176,8 @@ typedef struct dswa_aot_info {
    fp32-accurate kernel is a band kernel: ask dswa_aot_kernel_window with windows summing to
    at most 48); an unknown arch, dtype or math is DSWA_ERR_INVALID_ARGUMENT
    with a message listing what exists. On success *out owns memory: release it with
-   dswa_aot_info_free. On failure *out is zeroed (freeing it is harmless). */
+   dswa_aot_info_free (one allocation, at `ptx`, holds the module and the strings that vary:
+   a copy of the struct shares them). On failure *out is zeroed (freeing it is harmless). */
 dswa_status dswa_aot_kernel(const char *arch, dswa_dtype dtype, dswa_math math, dswa_aot_info *out);
 /* The kernel the library launches for these windows whenever N > max(window_left,
    window_right): the band family when window_left + window_right <= 48, else the wide one. */

@@ -248,9 +248,9 @@ static void check_export(const dswa_aot_info *in, int ai, dswa_dtype dt, int ban
           "%s %s: the PTX declares %ld bytes of shared memory, the metadata %u (+%u dynamic); TensorRT allows 48 KB",
           archs[ai].arch, what, sh, in->shared_bytes, in->dynamic_shared_bytes);
     CHECK(strstr(in->ptx, ".extern .shared") == NULL, "%s %s: dynamic shared memory declared", archs[ai].arch, what);
-    CHECK(in->grid[0] && !strcmp(in->grid[1], "H") && !strcmp(in->grid[2], "B") && in->tile == 64 && in->strip >= 1,
-          "%s %s: grid (%s, %s, %s), tile %d, strip %d", archs[ai].arch, what, in->grid[0], in->grid[1], in->grid[2],
-          in->tile, in->strip);
+    CHECK(in->grid[0] && !strcmp(in->grid[0], "(N + 63) // 64") && !strcmp(in->grid[1], "H") &&
+          !strcmp(in->grid[2], "B"), "%s %s: grid (%s, %s, %s): one block per 64 queries, head and batch expected",
+          archs[ai].arch, what, in->grid[0], in->grid[1], in->grid[2]);
     CHECK(in->max_span == (band ? 48 : -1), "%s %s: max_span %d", archs[ai].arch, what, in->max_span);
     CHECK(in->head_dim == 64 && in->dtype == dt && in->math == (dt == DSWA_F32 ? DSWA_MATH_TF32 : DSWA_MATH_DEFAULT),
           "%s %s: head_dim %d dtype %d math %d", archs[ai].arch, what, in->head_dim, (int)in->dtype, (int)in->math);
@@ -317,7 +317,7 @@ static void check_for(const char *arch, dswa_dtype dt, int B, int N, int H, int 
               "expected %lld", N, B, H, wl, wr, shared_v ? " shared V" : "", q->name, (int)q->value,
               shared_v ? q->expr_shared_v : q->expr, (long long)x, err ? " (does not parse)" : "", (long long)want[i]);
     }
-    const int64_t tiles = (N + 63) / 64, gx = (tiles + in.strip - 1) / in.strip;
+    const int64_t gx = (N + 63) / 64; /* one block per 64 queries */
     const int64_t gwant[3] = {gx, H, B};
     for (int d = 0; d < 3; d++) {
         int err = 0;
@@ -446,8 +446,13 @@ static void error_cases(int have_ptx) {
             CHECK(rc == 0, "ptxas refused sm_90 bf16 at .version 8.0 (exit %d)", rc);
         }
     }
+    /* the strings that live beside the module moved with it */
+    CHECK(in.target && !strcmp(in.target, "sm_90") && in.ptx_isa_min_reason && strstr(in.ptx_isa_min_reason, "PTX ISA") &&
+          in.params[4].expr && in.params[4].expr == in.params[4].expr_shared_v && strstr(in.params[4].expr, "N - 1"),
+          "after set_ptx_isa: target %s, reason %s, wl formula %s", in.target ? in.target : "NULL",
+          in.ptx_isa_min_reason ? in.ptx_isa_min_reason : "NULL", in.params[4].expr ? in.params[4].expr : "NULL");
     dswa_aot_info_free(&in);
-    CHECK(in.ptx == NULL && in.storage_ == NULL, "dswa_aot_info_free left pointers behind");
+    CHECK(in.ptx == NULL && in.target == NULL && in.ptx_isa_min_reason == NULL, "dswa_aot_info_free left pointers behind");
 }
 
 /* dswa_aot_isa_required on modules of its own: instruction features raise the minimum, text in

@@ -1,4 +1,4 @@
-/* dswa_forward_cpu against the independent float64 reference (tests/lib/ref64.c), on fresh
+/* dswa_forward_cpu against the independent float64 reference (dswa_reference_rows), on fresh
    random normal inputs, with poisoned outputs surrounded by poisoned guard zones: every output
    element inside the view must be written, every element outside it (gaps, guards) must not.
 
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dswa.h"
-#include "ref/ref64.h"
+#include "compare.h"
 #include "testutil.h"
 #include "cuda_forward.h"
 
@@ -74,7 +74,7 @@ static void check_rounding(const char *name, const dswa_problem *p, const void *
             for (int64_t h = 0; h < H; h++)
                 for (int64_t d = 0; d < D; d++) {
                     const double rf = ref[((b * N + i) * H + h) * D + d];
-                    const double o = tu_load(out, ref64_out_offset(&p->out, b, i, h, d), p->dtype);
+                    const double o = tu_load(out, tu_out_offset(&p->out, b, i, h, d), p->dtype);
                     int ex;
                     (void)frexp(fabs(o) > fabs(rf) ? o : rf, &ex);   /* |x| in [2^(ex-1), 2^ex) */
                     int e2 = ex - 1 < emin ? emin : ex - 1;
@@ -125,13 +125,13 @@ static run run_on(const char *name, const dswa_problem *p, const void *q, const 
             for (int64_t i = 0; i < N; i++)
                 for (int64_t h = 0; h < H; h++)
                     for (int64_t d = 0; d < D; d++)
-                        if (!isfinite(tu_load(r.o.out, ref64_out_offset(&p->out, b, i, h, d), p->dtype)))
+                        if (!isfinite(tu_load(r.o.out, tu_out_offset(&p->out, b, i, h, d), p->dtype)))
                             nonfinite++;
         CHECK(nonfinite == 0, "%s: %lld output elements are not finite", name, (long long)nonfinite);
     }
 
-    ref64_forward(p, q, k, v, r.ref);
-    r.err = ref64_rel_error(p, r.o.out, r.ref);
+    tu_reference(p, q, k, v, r.ref);
+    r.err = tu_rel_error(p, r.o.out, r.ref);
     /* (the GPU rounds P to 16 bits before P.V, so only the CPU rounds exactly once) */
     if (!ON_CUDA && expect_finite && p->dtype != DSWA_F32 && fabsf(p->scale) <= 2.0f)
         check_rounding(name, p, r.o.out, r.ref);
@@ -266,10 +266,10 @@ static void test_windows(void) {
                 for (int64_t i = 0; i < p.seq_len; i++)
                     for (int64_t h = 0; h < p.heads; h++)
                         for (int64_t d = 0; d < p.head_dim; d++) {
-                            const double v0 = tu_load(v, ref64_in_offset(&p.v, b, i, 0, h, d), dt);
-                            const double v1 = tu_load(v, ref64_in_offset(&p.v, b, i, 1, h, d), dt);
+                            const double v0 = tu_load(v, tu_in_offset(&p.v, b, i, 0, h, d), dt);
+                            const double v1 = tu_load(v, tu_in_offset(&p.v, b, i, 1, h, d), dt);
                             const double want = v0 - (double)p.lambda * v1;
-                            const double got = tu_load(r.o.out, ref64_out_offset(&p.out, b, i, h, d), dt);
+                            const double got = tu_load(r.o.out, tu_out_offset(&p.out, b, i, h, d), dt);
                             if (!(fabs(got - want) <= ulp * (fabs(v0) + fabs((double)p.lambda * v1) + fabs(want))))
                                 bad++;
                         }
@@ -370,12 +370,12 @@ static void test_layouts(void) {
                     for (int64_t pr = 0; pr < 2; pr++)
                         for (int64_t h = 0; h < p.heads; h++)
                             for (int64_t d = 0; d < p.head_dim; d++) {
-                                memcpy((char *)cq + ref64_in_offset(&c.q, b, i, pr, h, d) * (int64_t)es,
-                                       buf + ref64_in_offset(&p.q, b, i, pr, h, d) * (int64_t)es, es);
-                                memcpy((char *)ck + ref64_in_offset(&c.k, b, i, pr, h, d) * (int64_t)es,
-                                       buf + HD * (int64_t)es + ref64_in_offset(&p.k, b, i, pr, h, d) * (int64_t)es, es);
-                                memcpy((char *)cv + ref64_in_offset(&c.v, b, i, pr, h, d) * (int64_t)es,
-                                       buf + 2 * HD * (int64_t)es + ref64_in_offset(&p.v, b, i, pr, h, d) * (int64_t)es, es);
+                                memcpy((char *)cq + tu_in_offset(&c.q, b, i, pr, h, d) * (int64_t)es,
+                                       buf + tu_in_offset(&p.q, b, i, pr, h, d) * (int64_t)es, es);
+                                memcpy((char *)ck + tu_in_offset(&c.k, b, i, pr, h, d) * (int64_t)es,
+                                       buf + HD * (int64_t)es + tu_in_offset(&p.k, b, i, pr, h, d) * (int64_t)es, es);
+                                memcpy((char *)cv + tu_in_offset(&c.v, b, i, pr, h, d) * (int64_t)es,
+                                       buf + 2 * HD * (int64_t)es + tu_in_offset(&p.v, b, i, pr, h, d) * (int64_t)es, es);
                             }
             tu_outbuf o1 = tu_outbuf_new(&p), o2 = tu_outbuf_new(&c);
             CHECK(forward(&p, buf, buf + HD * es, buf + 2 * HD * es, o1.out) == DSWA_OK,
@@ -390,8 +390,8 @@ static void test_layouts(void) {
                     for (int64_t h = 0; h < c.heads; h++)
                         for (int64_t d = 0; d < c.head_dim; d++)
                             d2[((b * c.seq_len + i) * c.heads + h) * c.head_dim + d] =
-                                tu_load(o2.out, ref64_out_offset(&c.out, b, i, h, d), dt);
-            const double diff = ref64_rel_error(&p, o1.out, d2);
+                                tu_load(o2.out, tu_out_offset(&c.out, b, i, h, d), dt);
+            const double diff = tu_rel_error(&p, o1.out, d2);
             CHECK(diff <= tol, "packed (%s): output differs from the same data in contiguous "
                   "tensors by %.3e", dswa_dtype_name(dt), diff);
             free(d2);
@@ -461,7 +461,7 @@ static void nan_case(const char *name, dswa_dtype dt, int which /* 0 q, 1 k, 2 v
     in[1] = tu_new_input(&p, &p.k, &rng, NULL);
     in[2] = tu_new_input(&p, &p.v, &rng, NULL);
     const dswa_layout *l = which == 0 ? &p.q : which == 1 ? &p.k : &p.v;
-    tu_store(in[which], ref64_in_offset(l, b0, j0, p0, h0, d0), dt, NAN);
+    tu_store(in[which], tu_in_offset(l, b0, j0, p0, h0, d0), dt, NAN);
 
     run r = run_on(name, &p, in[0], in[1], in[2], -1.0, 0);
     int64_t wrong = 0, ref_wrong = 0, nans = 0;
@@ -478,7 +478,7 @@ static void nan_case(const char *name, dswa_dtype dt, int which /* 0 q, 1 k, 2 v
                                      i <= j0 + p.window_left;
                             if (which == 2) expect = expect && d == d0;  /* V: only column d0 */
                         }
-                        const double o = tu_load(r.o.out, ref64_out_offset(&p.out, b, i, h, d), dt);
+                        const double o = tu_load(r.o.out, tu_out_offset(&p.out, b, i, h, d), dt);
                         const double rf = r.ref[((b * p.seq_len + i) * p.heads + h) * p.head_dim + d];
                         if (expect != (isnan(o) != 0) || (!expect && !isfinite(o))) {
                             if (wrong < 5)
@@ -490,7 +490,7 @@ static void nan_case(const char *name, dswa_dtype dt, int which /* 0 q, 1 k, 2 v
                         if (expect != (isnan(rf) != 0)) ref_wrong++;
                         nans += expect;
                     }
-        const double err = ref64_rel_error(&p, r.o.out, r.ref);
+        const double err = tu_rel_error(&p, r.o.out, r.ref);
         CHECK(err <= tol_for(dt), "%s: the finite outputs have relative error %.3e", name, err);
         printf("  %-44s %-4s NaN outputs expected %lld, rel_err of the rest %.2e\n", name,
                dswa_dtype_name(dt), (long long)nans, err);

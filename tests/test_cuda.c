@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "dswa.h"
-#include "ref/ref64.h"
+#include "compare.h"
 #include "testutil.h"
 
 #ifndef DSWA_HAVE_CUDA
@@ -83,8 +83,8 @@ static double err_rows(const gpu_case *c, int64_t r0, int64_t r1) {
     const dswa_problem *p = &c->p;
     double *ref = malloc(sizeof(double) * (size_t)(p->batch * (r1 - r0) * p->heads * p->head_dim));
     if (!ref) abort();
-    ref64_forward_rows(p, c->hq, c->hk, c->hv, r0, r1, ref);
-    const double e = ref64_rel_error_rows(p, c->ho.out, ref, r0, r1, NULL);
+    tu_reference_rows(p, c->hq, c->hk, c->hv, r0, r1, ref);
+    const double e = tu_rel_error_rows(p, c->ho.out, ref, r0, r1, NULL);
     free(ref);
     return e;
 }
@@ -93,8 +93,8 @@ static double err_rows(const gpu_case *c, int64_t r0, int64_t r1) {
 static double err_sampled(const gpu_case *c) {
     const int64_t n = c->p.seq_len;
     if ((int64_t)c->p.batch * n * c->p.heads <= 200000) return err_rows(c, 0, n);
-    ref64_acc acc;
-    ref64_acc_init(&acc);
+    tu_acc acc;
+    tu_acc_init(&acc);
     const int64_t blocks[6][2] = {{0, 100}, {n / 5, n / 5 + 70}, {n / 2 - 33, n / 2 + 64},
                                   {2 * n / 3 + 1, 2 * n / 3 + 50}, {n - 129, n - 60}, {n - 40, n}};
     for (int s = 0; s < 6; s++) {
@@ -102,11 +102,11 @@ static double err_sampled(const gpu_case *c) {
         const dswa_problem *p = &c->p;
         double *ref = malloc(sizeof(double) * (size_t)(p->batch * (r1 - r0) * p->heads * p->head_dim));
         if (!ref) abort();
-        ref64_forward_rows(p, c->hq, c->hk, c->hv, r0, r1, ref);
-        ref64_acc_rows(&acc, p, c->ho.out, ref, r0, r1);
+        tu_reference_rows(p, c->hq, c->hk, c->hv, r0, r1, ref);
+        tu_acc_rows(&acc, p, c->ho.out, ref, r0, r1);
         free(ref);
     }
-    return ref64_acc_result(&acc);
+    return tu_acc_result(&acc);
 }
 
 
@@ -339,7 +339,7 @@ static void test_nan(void) {
         const int64_t j = 101, h = 1, pair = 1;
         void *host = which % 2 ? c.hk : c.hv;
         const dswa_layout *l = which % 2 ? &p.k : &p.v;
-        tu_store(host, ref64_in_offset(l, 0, j, pair, h, 5), p.dtype, NAN);
+        tu_store(host, tu_in_offset(l, 0, j, pair, h, 5), p.dtype, NAN);
         CU(cudaMemcpy(which % 2 ? c.dk : c.dv, host, (size_t)c.nk * tu_dtype_size(p.dtype), cudaMemcpyHostToDevice));
         CHECK(dswa_forward_cuda(&p, c.dq, c.dk, c.dv, dout(&c), NULL) == DSWA_OK, "%s", dswa_last_error());
         CU(cudaDeviceSynchronize());
@@ -350,7 +350,7 @@ static void test_nan(void) {
                 const int in_window = hh == h && j >= i - 17 && j <= i + 17;
                 int any_nan = 0;
                 for (int64_t d = 0; d < 64; d++)
-                    any_nan |= isnan(tu_load(c.ho.out, ref64_out_offset(&p.out, 0, i, hh, d), p.dtype));
+                    any_nan |= isnan(tu_load(c.ho.out, tu_out_offset(&p.out, 0, i, hh, d), p.dtype));
                 wrong += any_nan != in_window;
             }
         CHECK(wrong == 0, "NaN in one %s row (H = %d): %d output rows have the wrong NaN-ness",

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dswa.h"
-#include "ref/ref64.h"
+#include "compare.h"
 #include "testutil.h"
 
 /* ---- buffers watched for writes -------------------------------------------------------- */
@@ -433,6 +433,89 @@ static void test_helpers(void) {
     }
 }
 
+/* ---- names, conversion and the reference's own checks ----------------------------------- */
+static void test_names_convert_reference(void) {
+    printf("names, conversion, reference\n");
+    for (int d = 0; d < 3; d++) {
+        dswa_dtype got = (dswa_dtype)9;
+        CHECK(dswa_dtype_parse(dswa_dtype_name((dswa_dtype)d), &got) == DSWA_OK && got == (dswa_dtype)d,
+              "dswa_dtype_parse(%s) gave %d", dswa_dtype_name((dswa_dtype)d), (int)got);
+    }
+    for (int m = 0; m < 3; m++) {
+        dswa_math got = (dswa_math)9;
+        CHECK(dswa_math_parse(dswa_math_name((dswa_math)m), &got) == DSWA_OK && got == (dswa_math)m,
+              "dswa_math_parse(%s) gave %d", dswa_math_name((dswa_math)m), (int)got);
+    }
+    static const char *const bad[] = {"F32", "fp16", "", "bf16 ", "?"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        dswa_dtype d = DSWA_BF16;
+        dswa_math m = DSWA_MATH_FP32;
+        CHECK(dswa_dtype_parse(bad[i], &d) == DSWA_ERR_INVALID_ARGUMENT && d == DSWA_BF16 &&
+              strstr(dswa_last_error(), "f32, f16 or bf16"), "dswa_dtype_parse('%s'): %s", bad[i], dswa_last_error());
+        CHECK(dswa_math_parse(bad[i], &m) == DSWA_ERR_INVALID_ARGUMENT && m == DSWA_MATH_FP32 &&
+              strstr(dswa_last_error(), "default, tf32 or fp32"), "dswa_math_parse('%s'): %s", bad[i], dswa_last_error());
+    }
+    CHECK(dswa_dtype_parse(NULL, NULL) == DSWA_ERR_INVALID_ARGUMENT, "dswa_dtype_parse(NULL) accepted");
+    CHECK(dswa_math_parse(NULL, NULL) == DSWA_ERR_INVALID_ARGUMENT, "dswa_math_parse(NULL) accepted");
+
+    /* conversion against the tests' own encoders, on random values and the edges */
+    tu_rng rng;
+    tu_rng_init(&rng, 99);
+    enum { NV = 4096 };
+    static float src[NV], back[NV];
+    static uint16_t h[NV];
+    static const float edges[] = {0.f, -0.f, 65504.f, 65520.f, 1e-8f, 6e-8f, 3.0e-5f, INFINITY, -INFINITY, NAN, 3.4e38f, 1e-40f};
+    for (int i = 0; i < NV; i++)
+        src[i] = i < (int)(sizeof edges / sizeof edges[0]) ? edges[i] : (float)(tu_rng_normal(&rng) * pow(2.0, (double)tu_rng_range(&rng, 60) - 30));
+    for (int d = 1; d < 3; d++) {
+        const dswa_dtype dt = (dswa_dtype)d;
+        dswa_convert_from_f32(dt, src, h, NV);
+        dswa_convert_to_f32(dt, h, back, NV);
+        int64_t wrong = 0;
+        for (int i = 0; i < NV; i++) {
+            const uint16_t want = dt == DSWA_F16 ? tu_f32_to_f16(src[i]) : tu_f32_to_bf16(src[i]);
+            const float wantf = dt == DSWA_F16 ? tu_f16_to_f32(h[i]) : tu_bf16_to_f32(h[i]);
+            const int nan = isnan(src[i]);
+            if (nan ? !isnan(back[i]) : (h[i] != want || memcmp(&back[i], &wantf, 4) != 0)) wrong++;
+        }
+        CHECK(wrong == 0, "dswa_convert_*(%s): %lld of %d values differ from the tests' encoders",
+              dswa_dtype_name(dt), (long long)wrong, NV);
+    }
+    dswa_convert_from_f32(DSWA_F32, src, back, NV);
+    CHECK(memcmp(src, back, sizeof src) == 0, "dswa_convert_from_f32(f32) is not a copy");
+
+    /* dswa_reference_rows: refusals, and a one-key window is exactly V0 - lambda V1 */
+    dswa_problem p = dswa_problem_default(2, 9, 3, 8, 0);
+    p.lambda = 0.75f;
+    void *q = tu_new_input(&p, &p.q, &rng, NULL), *k = tu_new_input(&p, &p.k, &rng, NULL);
+    void *v = tu_new_input(&p, &p.v, &rng, NULL);
+    double *ref = malloc(sizeof(double) * 2 * 9 * 3 * 8);
+    CHECK(dswa_reference_rows(&p, q, k, NULL, 0, 9, ref) == DSWA_ERR_INVALID_ARGUMENT &&
+          strstr(dswa_last_error(), "v = NULL"), "reference with v NULL: %s", dswa_last_error());
+    CHECK(dswa_reference_rows(&p, q, k, v, 3, 2, ref) == DSWA_ERR_INVALID_ARGUMENT &&
+          strstr(dswa_last_error(), "rows [3, 2)"), "reference rows [3, 2): %s", dswa_last_error());
+    CHECK(dswa_reference_rows(&p, q, k, v, 0, 10, ref) == DSWA_ERR_INVALID_ARGUMENT, "reference rows past N accepted");
+    CHECK(dswa_reference_rows(&p, q, k, v, 0, 9, NULL) == DSWA_ERR_INVALID_ARGUMENT, "reference out NULL accepted");
+    CHECK(dswa_reference_rows(&p, q, k, v, 4, 4, NULL) == DSWA_OK, "reference of no rows refused: %s", dswa_last_error());
+    dswa_problem pb = p;
+    pb.heads = 0;
+    CHECK(dswa_reference_rows(&pb, q, k, v, 0, 1, ref) == DSWA_ERR_INVALID_ARGUMENT &&
+          strstr(dswa_last_error(), "heads = 0"), "reference heads 0: %s", dswa_last_error());
+    CHECK(dswa_reference_rows(&p, q, k, v, 2, 9, ref) == DSWA_OK, "reference: %s", dswa_last_error());
+    int64_t off = 0;
+    for (int b = 0; b < 2; b++)
+        for (int i = 2; i < 9; i++)
+            for (int hh = 0; hh < 3; hh++)
+                for (int d = 0; d < 8; d++) {
+                    const double v0 = tu_load(v, tu_in_offset(&p.v, b, i, 0, hh, d), p.dtype);
+                    const double v1 = tu_load(v, tu_in_offset(&p.v, b, i, 1, hh, d), p.dtype);
+                    off += ref[((b * 7 + (i - 2)) * 3 + hh) * 8 + d] != v0 - 0.75 * v1;
+                }
+    CHECK(off == 0, "reference, one-key window: %lld of %d values are not V0 - lambda V1", (long long)off, 2 * 7 * 3 * 8);
+    free(ref);
+    tu_free(q); tu_free(k); tu_free(v);
+}
+
 int main(void) {
     base = dswa_problem_default(B_, N_, H_, D_, 3);
     tu_rng rng;
@@ -461,6 +544,7 @@ int main(void) {
     test_bad_inputs();
     test_valid_edges();
     test_helpers();
+    test_names_convert_reference();
     CHECK(tu_outbuf_untouched(&bo), "the poisoned output was written by some call");
     printf("%d bad inputs, each through 3 entry points\n", ncases);
 

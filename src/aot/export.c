@@ -87,24 +87,12 @@ static dswa_status parse_isa(const char *isa, int *major, int *minor) {
     return DSWA_OK;
 }
 
-/* What an info's strings and PTX live in (info->storage_). */
-typedef struct aot_store {
-    char target[16];
-    char wl_expr[48], wr_expr[48], grid_x[96], reason[160];
-    char *ptx;
-    const char *src;   /* the embedded module */
-    int sm, tmin_major, tmin_minor; /* the target's own minimum */
-    int min_major, min_minor;       /* the module's: target and instructions */
-    const char *min_feature; /* the instruction feature that sets the minimum; NULL: the target does */
-} aot_store;
-
+/* One allocation, at info->ptx, holds the module text and after it the strings of the info that
+   vary (target, ptx_isa_min_reason and the window formulas), so the info owns no other memory
+   and a copy of the struct reads the same. */
 void dswa_aot_info_free(dswa_aot_info *info) {
     if (!info) return;
-    aot_store *st = (aot_store *)info->storage_;
-    if (st) {
-        free(st->ptx);
-        free(st);
-    }
+    free((void *)info->ptx);
     memset(info, 0, sizeof *info);
 }
 
@@ -259,10 +247,11 @@ static unsigned shared_bytes(const char *ptx) {
     return total > 0xffffffffull ? 0xffffffffu : (unsigned)total;
 }
 
-/* Writes st->ptx: the embedded module with `.target sm_XX` and `.version major.minor`, and a
-   comment saying so. */
-static dswa_status write_module(aot_store *st, const char *entry, int major, int minor, dswa_aot_info *info) {
-    const char *src = st->src;
+/* Writes info's module: the embedded text `src` with `.target sm_XX` and `.version major.minor`,
+   and a comment saying so, followed by copies of the info's varying strings (which may point
+   into the module being replaced). */
+static dswa_status write_module(dswa_aot_info *info, const char *src, int sm, int major, int minor) {
+    const char *entry = info->kernel_name;
     const char *v = strstr(src, "\n.version");
     const char *t = strstr(src, "\n.target");
     if (!v || !t || t < v)
@@ -276,13 +265,18 @@ static dswa_status write_module(aot_store *st, const char *entry, int major, int
     stamped_version(src, &sm_major, &sm_minor);
     char note[256], ver[32], tgt[32];
     snprintf(note, sizeof note, "// dswa %s AOT export for TensorRT: entry %s for sm_%d at PTX ISA %d.%d "
-             "(nvcc wrote %d.%d; the lowest allowed is %d.%d)\n", DSWA_VERSION_STRING, entry, st->sm, major, minor,
+             "(nvcc wrote %d.%d; the lowest allowed is %d.%d)\n", DSWA_VERSION_STRING, entry, sm, major, minor,
              sm_major, sm_minor, info->ptx_isa_min_major, info->ptx_isa_min_minor);
     snprintf(ver, sizeof ver, ".version %d.%d\n", major, minor);
-    snprintf(tgt, sizeof tgt, ".target sm_%d\n", st->sm);
+    snprintf(tgt, sizeof tgt, ".target sm_%d\n", sm);
     const size_t a = (size_t)(v - src), b = (size_t)(t - (v_end + 1)), c = strlen(t_end + 1);
     const size_t n = a + strlen(note) + strlen(ver) + b + strlen(tgt) + c;
-    char *out = malloc(n + 1);
+    /* the varying strings, copied after the module */
+    const char **const slot[4] = {&info->target, &info->ptx_isa_min_reason, &info->params[4].expr,
+                                  &info->params[5].expr};
+    size_t tail = 0;
+    for (int i = 0; i < 4; i++) tail += strlen(*slot[i]) + 1;
+    char *out = malloc(n + 1 + tail);
     if (!out) return dswa_fail(DSWA_ERR_OUT_OF_MEMORY, "out of memory for a %zu-byte PTX module", n);
     char *p = out;
     memcpy(p, src, a), p += a;
@@ -291,9 +285,16 @@ static dswa_status write_module(aot_store *st, const char *entry, int major, int
     memcpy(p, v_end + 1, b), p += b;
     memcpy(p, tgt, strlen(tgt)), p += strlen(tgt);
     memcpy(p, t_end + 1, c), p += c;
-    *p = '\0';
-    free(st->ptx);
-    st->ptx = out;
+    *p++ = '\0';
+    for (int i = 0; i < 4; i++) {
+        const size_t len = strlen(*slot[i]) + 1;
+        memcpy(p, *slot[i], len);
+        *slot[i] = p;
+        p += len;
+    }
+    info->params[4].expr_shared_v = info->params[4].expr;
+    info->params[5].expr_shared_v = info->params[5].expr;
+    free((void *)info->ptx);
     info->ptx = out;
     info->ptx_size = n;
     info->ptx_isa_major = major;
@@ -326,30 +327,23 @@ static dswa_status export_kernel(int arch_idx, dswa_dtype dtype, dswa_math math,
     if (!b)
         return dswa_fail(DSWA_ERR_UNSUPPORTED, "no embedded PTX for %s on sm_%d: the build's AOT table lacks it "
                          "(rebuild; was the kernel entry renamed?)", entry, ar->sm);
-    aot_store *st = calloc(1, sizeof *st);
-    if (!st) return dswa_fail(DSWA_ERR_OUT_OF_MEMORY, "out of memory");
-    out->storage_ = st;
-    st->src = b->ptx;
-    st->sm = ar->sm;
-    st->tmin_major = ar->major;
-    st->tmin_minor = ar->minor;
-    dswa_aot_isa_required(b->ptx, ar->sm, &st->min_major, &st->min_minor, &st->min_feature);
-    snprintf(st->target, sizeof st->target, "sm_%d", ar->sm);
-    out->ptx_isa_min_major = st->min_major;
-    out->ptx_isa_min_minor = st->min_minor;
-    if (st->min_feature)
-        snprintf(st->reason, sizeof st->reason, "the kernel uses %s (PTX ISA %d.%d introduced it)", st->min_feature,
-                 st->min_major, st->min_minor);
+    const char *feature = NULL;
+    char target[16], reason[160], wl_expr[48], wr_expr[48];
+    dswa_aot_isa_required(b->ptx, ar->sm, &out->ptx_isa_min_major, &out->ptx_isa_min_minor, &feature);
+    snprintf(target, sizeof target, "sm_%d", ar->sm);
+    if (feature)
+        snprintf(reason, sizeof reason, "the kernel uses %s (PTX ISA %d.%d introduced it)", feature,
+                 out->ptx_isa_min_major, out->ptx_isa_min_minor);
     else
-        snprintf(st->reason, sizeof st->reason, "target sm_%d (PTX ISA %d.%d introduced it)", ar->sm, ar->major,
+        snprintf(reason, sizeof reason, "target sm_%d (PTX ISA %d.%d introduced it)", ar->sm, ar->major,
                  ar->minor);
     stamped_version(b->ptx, &out->toolkit_isa_major, &out->toolkit_isa_minor);
 
     out->kernel_name = entry;
     out->family = family;
     out->max_span = band ? DSWA_BAND_MAX_SPAN : -1;
-    out->target = st->target;
-    out->ptx_isa_min_reason = st->reason;
+    out->target = target;
+    out->ptx_isa_min_reason = reason;
     out->dtype = dtype;
     out->math = fp32 ? DSWA_MATH_FP32 : dtype == DSWA_F32 ? DSWA_MATH_TF32 : DSWA_MATH_DEFAULT; /* f32 only */
     out->head_dim = DSWA_HEAD_DIM;
@@ -369,26 +363,21 @@ static dswa_status export_kernel(int arch_idx, dswa_dtype dtype, dswa_math math,
         p->value = 0;
     }
     if (wl >= 0) {
-        snprintf(st->wl_expr, sizeof st->wl_expr, "min(%d, N - 1)", (int)wl);
-        snprintf(st->wr_expr, sizeof st->wr_expr, "min(%d, N - 1)", (int)wr);
-        out->params[4].expr = out->params[4].expr_shared_v = st->wl_expr;
-        out->params[5].expr = out->params[5].expr_shared_v = st->wr_expr;
+        snprintf(wl_expr, sizeof wl_expr, "min(%d, N - 1)", (int)wl);
+        snprintf(wr_expr, sizeof wr_expr, "min(%d, N - 1)", (int)wr);
+        out->params[4].expr = wl_expr;
+        out->params[5].expr = wr_expr;
     }
     out->block[0] = DSWA_THREADS;
     out->block[1] = out->block[2] = 1;
     out->shared_bytes = shared_bytes(b->ptx);
     out->dynamic_shared_bytes = 0;
-    out->tile = DSWA_TILE;
-    out->strip = band ? dswa_aot_band_strip : 1;
-    if (out->strip <= 1)
-        snprintf(st->grid_x, sizeof st->grid_x, "(N + %d) // %d", DSWA_TILE - 1, DSWA_TILE);
-    else
-        snprintf(st->grid_x, sizeof st->grid_x, "((N + %d) // %d + %d) // %d", DSWA_TILE - 1, DSWA_TILE,
-                 out->strip - 1, out->strip);
-    out->grid[0] = st->grid_x;
+    _Static_assert(DSWA_TILE == 64, "grid.x below is written for 64-query blocks");
+    out->grid[0] = "(N + 63) // 64";
     out->grid[1] = "H";
     out->grid[2] = "B";
-    return write_module(st, entry, out->ptx_isa_min_major, out->ptx_isa_min_minor, out);
+    /* copies target, reason and the window formulas into the module's allocation */
+    return write_module(out, b->ptx, ar->sm, out->ptx_isa_min_major, out->ptx_isa_min_minor);
 }
 
 static dswa_status finish(dswa_status s, dswa_aot_info *out) {
@@ -460,8 +449,7 @@ dswa_status dswa_aot_kernel_for(const char *arch, const dswa_problem *p, dswa_ao
     const int vals[20] = {a.n, a.wl, a.wr, a.scale_bits, a.lambda_bits, a.q[0], a.q[1], a.q[2], a.q[3],
                           a.k[0], a.k[1], a.k[2], a.k[3], a.v[0], a.v[1], a.v[2], a.v[3], a.o[0], a.o[1], a.o[2]};
     for (int i = 0; i < 20; i++) out->params[3 + i].value = vals[i];
-    const unsigned tiles = (unsigned)((a.n + DSWA_TILE - 1) / DSWA_TILE);
-    out->grid_dims[0] = (tiles + (unsigned)out->strip - 1) / (unsigned)out->strip;
+    out->grid_dims[0] = (unsigned)((a.n + DSWA_TILE - 1) / DSWA_TILE);
     out->grid_dims[1] = (unsigned)p->heads;
     out->grid_dims[2] = (unsigned)p->batch;
     out->has_problem = 1;
@@ -474,19 +462,26 @@ dswa_status dswa_aot_kernel_for(const char *arch, const dswa_problem *p, dswa_ao
 dswa_status dswa_aot_set_ptx_isa(dswa_aot_info *info, const char *isa) {
     int major = 0, minor = 0;
     dswa_status s;
-    if (!info || !info->storage_)
+    if (!info || !info->ptx || !info->kernel_name || !info->target || !info->family)
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "info: must be a dswa_aot_info filled by dswa_aot_kernel*");
     if ((s = parse_isa(isa, &major, &minor))) return s;
 #ifdef DSWA_HAVE_CUDA
-    aot_store *st = (aot_store *)info->storage_;
+    int sm = 0, ai = -1;
+    if (sscanf(info->target, "sm_%d", &sm) == 1)
+        for (int i = 0; i < AOT_N_ARCHS; i++)
+            if (aot_archs[i].sm == sm) ai = i;
+    const dswa_aot_blob *b = ai < 0 ? NULL : find_blob(info->family, sm, info->kernel_name);
+    if (!b)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "info: must be a dswa_aot_info filled by dswa_aot_kernel*");
+    const aot_arch *ar = &aot_archs[ai];
     const int want = isa_num(major, minor);
-    if (want < isa_num(st->tmin_major, st->tmin_minor))
+    if (want < isa_num(ar->major, ar->minor))
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "ptx_isa = %s: too low for sm_%d, which PTX ISA %d.%d introduced "
-                         "(the lowest for %s is %d.%d)", isa, st->sm, st->tmin_major, st->tmin_minor,
+                         "(the lowest for %s is %d.%d)", isa, sm, ar->major, ar->minor,
                          info->kernel_name, info->ptx_isa_min_major, info->ptx_isa_min_minor);
     for (int i = 0; i < AOT_N_FEATURES; i++) {
         const aot_feature *f = &aot_features[i];
-        if (want < isa_num(f->major, f->minor) && uses_feature(st->src, f))
+        if (want < isa_num(f->major, f->minor) && uses_feature(b->ptx, f))
             return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "ptx_isa = %s: too low for %s, which uses %s (PTX ISA %d.%d "
                              "introduced it; the lowest for this kernel is %d.%d)", isa, info->kernel_name, f->pat,
                              f->major, f->minor, info->ptx_isa_min_major, info->ptx_isa_min_minor);
@@ -495,7 +490,7 @@ dswa_status dswa_aot_set_ptx_isa(dswa_aot_info *info, const char *isa) {
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "ptx_isa = %s: above %d.%d, the version the kernels were compiled "
                          "with (no driver needs a higher one to load them)", isa, info->toolkit_isa_major,
                          info->toolkit_isa_minor);
-    return write_module(st, info->kernel_name, major, minor, info);
+    return write_module(info, b->ptx, sm, major, minor);
 #else
     return no_cuda();
 #endif

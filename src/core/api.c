@@ -1,61 +1,7 @@
-/* Public entry points: errors, defaults, sizes, and dispatch. Each forward function runs the
-   shared validation first, then hands a non-empty problem to its backend. */
+/* Public entry points: the default problem, its sizes, and dispatch. Each forward function
+   runs the shared validation first, then hands a non-empty problem to its backend. */
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include "core/internal.h"
-
-static _Thread_local char last_error[512];
-
-dswa_status dswa_fail(dswa_status s, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-    va_end(ap);
-    return s;
-}
-
-void dswa_clear_error(void) { last_error[0] = '\0'; }
-const char *dswa_last_error(void) { return last_error; }
-
-const char *dswa_status_string(dswa_status s) {
-    switch (s) {
-    case DSWA_OK: return "ok";
-    case DSWA_ERR_INVALID_ARGUMENT: return "invalid argument";
-    case DSWA_ERR_UNSUPPORTED: return "unsupported by this backend";
-    case DSWA_ERR_MISALIGNED: return "misaligned pointer or stride";
-    case DSWA_ERR_NO_DEVICE: return "no CUDA device";
-    case DSWA_ERR_CUDA: return "CUDA error";
-    case DSWA_ERR_OUT_OF_MEMORY: return "out of memory";
-    }
-    return "unknown status";
-}
-
-size_t dswa_dtype_size(dswa_dtype t) {
-    switch (t) {
-    case DSWA_F32: return 4;
-    case DSWA_F16: case DSWA_BF16: return 2;
-    }
-    return 0;
-}
-
-const char *dswa_dtype_name(dswa_dtype t) {
-    switch (t) {
-    case DSWA_F32: return "f32";
-    case DSWA_F16: return "f16";
-    case DSWA_BF16: return "bf16";
-    }
-    return "?";
-}
-
-const char *dswa_math_name(dswa_math m) {
-    switch (m) {
-    case DSWA_MATH_DEFAULT: return "default";
-    case DSWA_MATH_TF32: return "tf32";
-    case DSWA_MATH_FP32: return "fp32";
-    }
-    return "?";
-}
 
 dswa_problem dswa_problem_default(int32_t batch, int32_t seq_len, int32_t heads,
                                   int32_t head_dim, int32_t window) {
@@ -112,9 +58,9 @@ dswa_status dswa_forward_cuda(const dswa_problem *p, const void *q, const void *
 }
 
 int dswa_cuda_available(void) {
-    char saved[sizeof last_error];
-    memcpy(saved, last_error, sizeof saved);  /* probing must not clobber the caller's message */
-    int ok = dswa_cuda_probe();
-    memcpy(last_error, saved, sizeof saved);
+    char saved[DSWA_ERROR_MAX];
+    dswa_error_save(saved);  /* probing must not clobber the caller's message */
+    const int ok = dswa_cuda_probe();
+    dswa_error_restore(saved);
     return ok;
 }

@@ -1,73 +1,33 @@
-/* Internal helpers shared by the backends; not part of the public contract. */
+/* What the library's parts share behind the public API: the error helpers (core/error.h),
+   element conversion (core/convert.h) and the two backends' entry points. Not part of the
+   public contract. */
 #ifndef DSWA_INTERNAL_H
 #define DSWA_INTERNAL_H
 
 #include <stdint.h>
-#include <string.h>
 #include "dswa.h"
+#include "core/convert.h"
+#include "core/error.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Records this thread's message (printf-style) and returns `s`, so callers can write
-   `return dswa_fail(DSWA_ERR_..., "field = %d: must be ...", v);`. */
-dswa_status dswa_fail(dswa_status s, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-void dswa_clear_error(void);
+/* dswa_validate without the output: the problem's fields and strides, and q, k, v (non-NULL,
+   spans within the address range). What dswa_reference_rows checks. */
+dswa_status dswa_validate_inputs(const dswa_problem *p, const void *q, const void *k,
+                                 const void *v);
 
-/* The CUDA backend, compiled from src/cuda_*.cu when nvcc is present and otherwise from
-   src/cuda_absent.c. Called only after dswa_validate succeeded and the problem is non-empty. */
+/* The CUDA backend, compiled from src/cuda/ when nvcc is present and otherwise from
+   src/cuda/absent.c. Called only after dswa_validate succeeded and the problem is non-empty. */
 dswa_status dswa_cuda_launch(const dswa_problem *p, const void *q, const void *k,
                              const void *v, void *out, void *stream);
+/* 1 when a device of compute capability 8.0 or newer is current; else 0 with a message. */
 int dswa_cuda_probe(void);
 
-/* The CPU backend (src/cpu_backend.c); same precondition. */
+/* The CPU backend (src/cpu/cpu_backend.c); same precondition. */
 dswa_status dswa_cpu_run(const dswa_problem *p, const void *q, const void *k,
                          const void *v, void *out);
-
-/* ---- f16 / bf16 conversion (round to nearest even; NaN stays NaN) ------------------- */
-static inline float dswa_bits_to_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-static inline uint32_t dswa_f32_to_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-
-static inline float dswa_bf16_to_f32(uint16_t h) { return dswa_bits_to_f32((uint32_t)h << 16); }
-static inline uint16_t dswa_f32_to_bf16(float f) {
-    uint32_t u = dswa_f32_to_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static inline float dswa_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-    if (exp == 0x1fu) return dswa_bits_to_f32(sign | 0x7f800000u | (man << 13));
-    if (exp == 0) {                      /* zero or subnormal: man * 2^-24 */
-        float f = (float)man * 5.9604644775390625e-8f;
-        return sign ? -f : f;
-    }
-    return dswa_bits_to_f32(sign | ((exp + 112u) << 23) | (man << 13));
-}
-static inline uint16_t dswa_f32_to_f16(float f) {
-    uint32_t u = dswa_f32_to_bits(f);
-    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);            /* NaN */
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);           /* rounds to inf */
-    if (a < 0x38800000u) {                                             /* subnormal/zero */
-        /* value * 2^24 rounded to nearest even is the subnormal mantissa */
-        float m = dswa_bits_to_f32(a) * 16777216.0f;
-        uint32_t r = (uint32_t)m;
-        float frac = m - (float)r;
-        if (frac > 0.5f || (frac == 0.5f && (r & 1u))) r++;
-        return (uint16_t)(sign | r);
-    }
-    uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - (112u << 23);
-    return (uint16_t)(sign | (r >> 13));
-}
 
 #ifdef __cplusplus
 }

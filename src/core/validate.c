@@ -67,10 +67,9 @@ static int ranges_overlap(const void *a, int64_t abytes, const void *b, int64_t 
     return a0 < b0 + (uintptr_t)bbytes && b0 < a0 + (uintptr_t)abytes;
 }
 
-dswa_status dswa_validate(const dswa_problem *p, const void *q, const void *k, const void *v,
-                          const void *out) {
+/* The problem's fields and strides. */
+static dswa_status check_problem(const dswa_problem *p) {
     dswa_status s;
-    dswa_clear_error();
     if (!p) return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "problem = NULL: must point to a dswa_problem");
     if (p->batch < 0)
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "batch = %d: must be >= 0", p->batch);
@@ -98,30 +97,55 @@ dswa_status dswa_validate(const dswa_problem *p, const void *q, const void *k, c
     if ((s = check_strides("q", &p->q)) || (s = check_strides("k", &p->k)) ||
         (s = check_strides("v", &p->v)) || (s = check_strides("out", &p->out)))
         return s;
-    if (p->batch == 0 || p->seq_len == 0) return DSWA_OK;  /* a valid no-op */
+    return DSWA_OK;
+}
 
-    const void *ptr[4] = {q, k, v, out};
-    const dswa_layout *lay[4] = {&p->q, &p->k, &p->v, &p->out};
-    const char *name[4] = {"q", "k", "v", "out"};
-    int64_t bytes[4];
+static const char *const view_names[4] = {"q", "k", "v", "out"};
+
+/* View i (q, k, v, out) has a pointer and a span whose bytes fit the address range. */
+static dswa_status check_view(const dswa_problem *p, int i, const void *ptr, int64_t *bytes) {
+    const dswa_layout *const lay[4] = {&p->q, &p->k, &p->v, &p->out};
+    const dswa_layout *l = lay[i];
     const int64_t es = (int64_t)dswa_dtype_size(p->dtype);
-    for (int i = 0; i < 4; i++) {
-        if (!ptr[i])
-            return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "%s = NULL: must point to the tensor's data",
-                             name[i]);
-        int64_t span = dswa_view_span(p, lay[i], i == 3 ? 1 : 2);
-        if (span < 0 || __builtin_mul_overflow(span, es, &bytes[i]) ||
-            (uintptr_t)bytes[i] > UINTPTR_MAX - (uintptr_t)ptr[i])
-            return dswa_fail(DSWA_ERR_INVALID_ARGUMENT,
-                             "%s: strides (%lld, %lld, %lld, %lld, %lld) overflow the address range "
-                             "for this problem's extents", name[i], (long long)lay[i]->batch,
-                             (long long)lay[i]->seq, (long long)lay[i]->pair,
-                             (long long)lay[i]->head, (long long)lay[i]->dim);
-    }
+    if (!ptr)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "%s = NULL: must point to the tensor's data",
+                         view_names[i]);
+    int64_t span = dswa_view_span(p, l, i == 3 ? 1 : 2);
+    if (span < 0 || __builtin_mul_overflow(span, es, bytes) ||
+        (uintptr_t)*bytes > UINTPTR_MAX - (uintptr_t)ptr)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT,
+                         "%s: strides (%lld, %lld, %lld, %lld, %lld) overflow the address range "
+                         "for this problem's extents", view_names[i], (long long)l->batch,
+                         (long long)l->seq, (long long)l->pair, (long long)l->head, (long long)l->dim);
+    return DSWA_OK;
+}
+
+dswa_status dswa_validate_inputs(const dswa_problem *p, const void *q, const void *k, const void *v) {
+    dswa_status s;
+    int64_t bytes;
+    dswa_clear_error();
+    if ((s = check_problem(p))) return s;
+    if (p->batch == 0 || p->seq_len == 0) return DSWA_OK;  /* a valid no-op */
+    if ((s = check_view(p, 0, q, &bytes)) || (s = check_view(p, 1, k, &bytes)) ||
+        (s = check_view(p, 2, v, &bytes)))
+        return s;
+    return DSWA_OK;
+}
+
+dswa_status dswa_validate(const dswa_problem *p, const void *q, const void *k, const void *v,
+                          const void *out) {
+    dswa_status s;
+    dswa_clear_error();
+    if ((s = check_problem(p))) return s;
+    if (p->batch == 0 || p->seq_len == 0) return DSWA_OK;  /* a valid no-op */
+    const void *ptr[4] = {q, k, v, out};
+    int64_t bytes[4];
+    for (int i = 0; i < 4; i++)
+        if ((s = check_view(p, i, ptr[i], &bytes[i]))) return s;
     for (int i = 0; i < 3; i++)
         if (ranges_overlap(out, bytes[3], ptr[i], bytes[i]))
             return dswa_fail(DSWA_ERR_INVALID_ARGUMENT,
                              "out: overlaps %s (output memory must not share bytes with any input)",
-                             name[i]);
+                             view_names[i]);
     return check_out_aliasing(p);
 }

@@ -1,8 +1,17 @@
-/* The float64 reference: see ref64.h. Deliberately naive: one query row at a time, every
-   score materialised, softmax with the maximum subtracted, all in double. */
+/* The float64 reference, dswa_reference_rows (dswa.h). Deliberately naive and independent of
+   the kernels and the CPU backend: its own element decoders (exact: every f16, bf16 and f32
+   value is a double), one query row at a time, every score materialised, softmax with the
+   maximum subtracted, all in double. For batch b, query i, output head h and pair p:
+     J(i)   = { j : max(0, i - window_left) <= j <= min(N - 1, i + window_right) }
+     s_p(j) = scale * <Q[b,i,p,h,:], K[b,j,p,h,:]>
+     a_p    = sum_{j in J(i)} softmax_j(s_p)(j) * V[b,j,p,h,:]
+     out[b,i,h,:] = a_0 - lambda * a_1
+   A NaN anywhere in a query's inputs (its Q row, a K or V row of its window) propagates to its
+   output exactly as the arithmetic carries it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/internal.h"
 #include "ref/ref64.h"
 
 /* 2^e as a double, built from its bits (e in the normal range). */
@@ -13,7 +22,7 @@ static double pow2(int e) {
     return x;
 }
 
-double ref64_f16_to_double(uint16_t h) {
+static double f16_to_double(uint16_t h) {
     const int sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
     double x;
     if (exp == 0x1f) x = man ? NAN : INFINITY;
@@ -22,7 +31,7 @@ double ref64_f16_to_double(uint16_t h) {
     return sign ? -x : x;
 }
 
-double ref64_bf16_to_double(uint16_t h) {
+static double bf16_to_double(uint16_t h) {
     /* bf16 is the top half of an IEEE binary32: decode the fields directly. */
     const int sign = (h >> 15) & 1, exp = (h >> 7) & 0xff, man = h & 0x7f;
     double x;
@@ -32,7 +41,8 @@ double ref64_bf16_to_double(uint16_t h) {
     return sign ? -x : x;
 }
 
-double ref64_load(const void *buf, int64_t idx, dswa_dtype dtype) {
+/* Element `idx` (in elements, not bytes) of a buffer of `dtype`, as a double. */
+static double load(const void *buf, int64_t idx, dswa_dtype dtype) {
     switch (dtype) {
     case DSWA_F32: {
         float f;
@@ -42,58 +52,56 @@ double ref64_load(const void *buf, int64_t idx, dswa_dtype dtype) {
     case DSWA_F16: {
         uint16_t h;
         memcpy(&h, (const char *)buf + idx * 2, 2);
-        return ref64_f16_to_double(h);
+        return f16_to_double(h);
     }
     case DSWA_BF16: {
         uint16_t h;
         memcpy(&h, (const char *)buf + idx * 2, 2);
-        return ref64_bf16_to_double(h);
+        return bf16_to_double(h);
     }
     }
     return NAN;
 }
 
-int64_t ref64_in_offset(const dswa_layout *l, int64_t b, int64_t i, int64_t p, int64_t h,
-                        int64_t d) {
+/* Element offsets of the views: inputs [b, i, p, h, d], output [b, i, h, d]. */
+static int64_t in_offset(const dswa_layout *l, int64_t b, int64_t i, int64_t p, int64_t h, int64_t d) {
     return b * l->batch + i * l->seq + p * l->pair + h * l->head + d * l->dim;
 }
 
-int64_t ref64_out_offset(const dswa_layout *l, int64_t b, int64_t i, int64_t h, int64_t d) {
+static int64_t out_offset(const dswa_layout *l, int64_t b, int64_t i, int64_t h, int64_t d) {
     return b * l->batch + i * l->seq + h * l->head + d * l->dim;
-}
-
-static void *xmalloc(size_t bytes) {
-    void *ptr = malloc(bytes ? bytes : 1);
-    if (!ptr) abort();
-    return ptr;
 }
 
 /* A[(i - i0) * D + d] = a_pr[d] of queries i in [i0, i1) for batch b, head h, pair pr.
    The K and V rows that these queries see are decoded once, then each query is a plain
-   loop over its window. */
-static void pair_rows(const dswa_problem *p, const void *q, const void *k, const void *v,
-                      int64_t b, int64_t h, int64_t pr, int64_t i0, int64_t i1, double *A) {
+   loop over its window. 0, or -1 when memory ran out. */
+static int pair_rows(const dswa_problem *p, const void *q, const void *k, const void *v,
+                     int64_t b, int64_t h, int64_t pr, int64_t i0, int64_t i1, double *A) {
     const int64_t N = p->seq_len, D = p->head_dim;
     const int64_t WL = p->window_left, WR = p->window_right;
     const double scale = (double)p->scale;
     const int64_t jlo = i0 - WL < 0 ? 0 : i0 - WL;
     const int64_t jhi = (i1 - 1) + WR > N - 1 ? N - 1 : (i1 - 1) + WR;
     const int64_t nj = jhi - jlo + 1;
-    double *kd = xmalloc(sizeof(double) * (size_t)(nj * D));
-    double *vd = xmalloc(sizeof(double) * (size_t)(nj * D));
-    double *qd = xmalloc(sizeof(double) * (size_t)D);
-    double *s = xmalloc(sizeof(double) * (size_t)nj);
+    double *kd = malloc(sizeof(double) * (size_t)(nj * D));
+    double *vd = malloc(sizeof(double) * (size_t)(nj * D));
+    double *qd = malloc(sizeof(double) * (size_t)D);
+    double *s = malloc(sizeof(double) * (size_t)nj);
+    if (!kd || !vd || !qd || !s) {
+        free(kd); free(vd); free(qd); free(s);
+        return -1;
+    }
     for (int64_t j = jlo; j <= jhi; j++)
         for (int64_t d = 0; d < D; d++) {
-            kd[(j - jlo) * D + d] = ref64_load(k, ref64_in_offset(&p->k, b, j, pr, h, d), p->dtype);
-            vd[(j - jlo) * D + d] = ref64_load(v, ref64_in_offset(&p->v, b, j, pr, h, d), p->dtype);
+            kd[(j - jlo) * D + d] = load(k, in_offset(&p->k, b, j, pr, h, d), p->dtype);
+            vd[(j - jlo) * D + d] = load(v, in_offset(&p->v, b, j, pr, h, d), p->dtype);
         }
     for (int64_t i = i0; i < i1; i++) {
         double *a = A + (i - i0) * D;
         const int64_t lo = i - WL < 0 ? 0 : i - WL;
         const int64_t hi = i + WR > N - 1 ? N - 1 : i + WR;
         for (int64_t d = 0; d < D; d++)
-            qd[d] = ref64_load(q, ref64_in_offset(&p->q, b, i, pr, h, d), p->dtype);
+            qd[d] = load(q, in_offset(&p->q, b, i, pr, h, d), p->dtype);
         /* scores, and their maximum; a NaN score makes the whole softmax NaN */
         double m = -INFINITY;
         int any_nan = 0;
@@ -121,52 +129,66 @@ static void pair_rows(const dswa_problem *p, const void *q, const void *k, const
     free(vd);
     free(qd);
     free(s);
+    return 0;
 }
 
-void ref64_query(const dswa_problem *p, const void *q, const void *k, const void *v,
-                 int64_t b, int64_t i, int64_t h, double *row) {
-    const int64_t D = p->head_dim;
-    double *a1 = xmalloc(sizeof(double) * (size_t)D);
-    pair_rows(p, q, k, v, b, h, 0, i, i + 1, row);
-    pair_rows(p, q, k, v, b, h, 1, i, i + 1, a1);
-    const double lambda = (double)p->lambda;
-    for (int64_t d = 0; d < D; d++) row[d] = row[d] - lambda * a1[d];
-    free(a1);
-}
-
-void ref64_forward_rows(const dswa_problem *p, const void *q, const void *k, const void *v,
+/* Rows [row_begin, row_end) (within [0, N)) into out_dense; 0, or -1 when memory ran out. */
+static int forward_rows(const dswa_problem *p, const void *q, const void *k, const void *v,
                         int64_t row_begin, int64_t row_end, double *out_dense) {
-    const int64_t B = p->batch, N = p->seq_len, H = p->heads, D = p->head_dim;
-    if (row_begin < 0) row_begin = 0;
-    if (row_end > N) row_end = N;
+    const int64_t B = p->batch, H = p->heads, D = p->head_dim;
     const int64_t R = row_end - row_begin;
-    if (R <= 0 || B <= 0 || H <= 0 || D <= 0) return;
+    if (R <= 0 || B <= 0 || H <= 0 || D <= 0) return 0;
     const double lambda = (double)p->lambda;
+    int failed = 0;
     /* Independent tasks (batch, head, chunk of CH rows), spread over threads when built with
        OpenMP; each task's arithmetic is the same serial loop either way. */
     const int64_t CH = 64, nch = (R + CH - 1) / CH, ntask = B * H * nch;
 #if defined(_OPENMP)
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) reduction(|| : failed)
 #endif
     for (int64_t t = 0; t < ntask; t++) {
         const int64_t c = t % nch, h = (t / nch) % H, b = t / (nch * H);
         const int64_t r0 = c * CH, r1 = r0 + CH < R ? r0 + CH : R;
-        double *a0 = xmalloc(sizeof(double) * (size_t)((r1 - r0) * D));
-        double *a1 = xmalloc(sizeof(double) * (size_t)((r1 - r0) * D));
-        pair_rows(p, q, k, v, b, h, 0, row_begin + r0, row_begin + r1, a0);
-        pair_rows(p, q, k, v, b, h, 1, row_begin + r0, row_begin + r1, a1);
-        for (int64_t r = r0; r < r1; r++)
-            for (int64_t d = 0; d < D; d++)
-                out_dense[((b * R + r) * H + h) * D + d] =
-                    a0[(r - r0) * D + d] - lambda * a1[(r - r0) * D + d];
+        double *a0 = malloc(sizeof(double) * (size_t)((r1 - r0) * D));
+        double *a1 = malloc(sizeof(double) * (size_t)((r1 - r0) * D));
+        if (!a0 || !a1 || pair_rows(p, q, k, v, b, h, 0, row_begin + r0, row_begin + r1, a0) ||
+            pair_rows(p, q, k, v, b, h, 1, row_begin + r0, row_begin + r1, a1)) {
+            failed = 1;
+        } else {
+            for (int64_t r = r0; r < r1; r++)
+                for (int64_t d = 0; d < D; d++)
+                    out_dense[((b * R + r) * H + h) * D + d] =
+                        a0[(r - r0) * D + d] - lambda * a1[(r - r0) * D + d];
+        }
         free(a0);
         free(a1);
     }
+    return failed ? -1 : 0;
 }
 
-void ref64_forward(const dswa_problem *p, const void *q, const void *k, const void *v,
-                   double *out_dense) {
-    ref64_forward_rows(p, q, k, v, 0, p->seq_len, out_dense);
+dswa_status dswa_reference_rows(const dswa_problem *p, const void *q, const void *k,
+                                const void *v, int32_t row_begin, int32_t row_end, double *out) {
+    dswa_status s = dswa_validate_inputs(p, q, k, v);
+    if (s) return s;
+    if (row_begin < 0 || row_begin > row_end || row_end > p->seq_len)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "rows [%d, %d): must satisfy 0 <= row_begin <= "
+                         "row_end <= seq_len = %d", (int)row_begin, (int)row_end, (int)p->seq_len);
+    if (p->batch == 0 || row_begin == row_end) return DSWA_OK;
+    if (!out)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "out = NULL: must point to %lld doubles",
+                         (long long)p->batch * (row_end - row_begin) * p->heads * p->head_dim);
+    if (forward_rows(p, q, k, v, row_begin, row_end, out))
+        return dswa_fail(DSWA_ERR_OUT_OF_MEMORY, "out of memory for the reference's scratch rows");
+    return DSWA_OK;
+}
+
+/* ---- transitional: the interface tools/ref.c reads until it moves to dswa_reference_rows -- */
+
+void ref64_forward_rows(const dswa_problem *p, const void *q, const void *k, const void *v,
+                        int64_t row_begin, int64_t row_end, double *out_dense) {
+    if (row_begin < 0) row_begin = 0;
+    if (row_end > p->seq_len) row_end = p->seq_len;
+    if (forward_rows(p, q, k, v, row_begin, row_end, out_dense)) abort();
 }
 
 void ref64_acc_init(ref64_acc *a) { memset(a, 0, sizeof *a); }
@@ -183,7 +205,7 @@ void ref64_acc_rows(ref64_acc *a, const dswa_problem *p, const void *out,
             for (int64_t h = 0; h < H; h++)
                 for (int64_t d = 0; d < D; d++) {
                     const double r = ref_dense[((b * R + (i - row_begin)) * H + h) * D + d];
-                    const double o = ref64_load(out, ref64_out_offset(&p->out, b, i, h, d), p->dtype);
+                    const double o = load(out, out_offset(&p->out, b, i, h, d), p->dtype);
                     if (isfinite(r) && isfinite(o)) {
                         const double e = o - r;
                         a->diff2 += e * e;
@@ -206,17 +228,4 @@ double ref64_acc_result(const ref64_acc *a) {
     if (a->diff2 == 0.0) return 0.0;
     if (a->ref2 == 0.0) return INFINITY;
     return sqrt(a->diff2) / sqrt(a->ref2);
-}
-
-double ref64_rel_error_rows(const dswa_problem *p, const void *out, const double *ref_dense,
-                            int64_t row_begin, int64_t row_end, double *max_abs) {
-    ref64_acc a;
-    ref64_acc_init(&a);
-    ref64_acc_rows(&a, p, out, ref_dense, row_begin, row_end);
-    if (max_abs) *max_abs = a.max_abs;
-    return ref64_acc_result(&a);
-}
-
-double ref64_rel_error(const dswa_problem *p, const void *out, const double *ref) {
-    return ref64_rel_error_rows(p, out, ref, 0, p->seq_len, NULL);
 }
