@@ -125,7 +125,8 @@ if "$dswa" aot --arch sm_90 --dtype f16 >/dev/null 2>err; then
     run 0 "$dswa" aot --arch sm_90 --dtype bf16 --math default -o /dev/null
     run 2 "$dswa" aot --arch sm_90 --arch sm_80 --dtype f16 && one_line "--arch given twice"
     run 2 "$dswa" aot --arch sm_90 --dtype f16 --window 3 --window 4 && one_line "--window given twice"
-    run 2 "$dswa" aot --arch sm_90 --dtype f64 && one_line "--dtype f64: not a dtype \(f32, f16, bf16\)"
+    run 2 "$dswa" aot --arch sm_90 --dtype f64 && one_line "--dtype: .*f64.*f32, f16 or bf16"
+    run 2 "$dswa" aot --arch sm_90 --dtype f32 --math fast && one_line "--math: .*fast"
 else
     echo "skipped: aot (this build has no AOT export: $(head -c 200 err))"
 fi

@@ -191,9 +191,9 @@ int cmd_aot(int argc, char **argv) {
     dswa_dtype dtype;
     dswa_math math = DSWA_MATH_DEFAULT;
     if (cli_parse_dtype(dtype_s, &dtype))
-        return cli_usage_error(cmd, "--dtype %s: %s", dtype_s, cli_parse_message());
+        return cli_usage_error(cmd, "--dtype: %s", cli_parse_message());
     if (math_s && cli_parse_math(math_s, &math))
-        return cli_usage_error(cmd, "--math %s: %s", math_s, cli_parse_message());
+        return cli_usage_error(cmd, "--math: %s", cli_parse_message());
     if (math != DSWA_MATH_DEFAULT && dtype != DSWA_F32)
         return cli_usage_error(cmd, "--math %s applies to f32 only: %s is multiplied as it is stored, "
                                "with fp32 accumulation (leave --math out)", math_s, dtype_s);

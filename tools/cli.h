@@ -69,8 +69,8 @@ int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 int cli_parse_u64(const char *s, uint64_t *out);
 /* Comma-separated integers in [lo, hi]; at most `cap` of them. Returns the count, -1 if bad. */
 int cli_parse_i64_list(const char *s, int64_t lo, int64_t hi, int64_t *out, int cap);
-/* A dtype or math name as the library spells it (f32 f16 bf16; default tf32 fp32). 0, or -1
-   with cli_parse_message() saying what the names are. */
+/* A dtype or math name, by the library's parsers (dswa_dtype_parse, dswa_math_parse). 0, or
+   -1 with cli_parse_message() saying what the names are. */
 int cli_parse_dtype(const char *s, dswa_dtype *out);
 int cli_parse_math(const char *s, dswa_math *out);
 const char *cli_parse_message(void);
@@ -89,10 +89,9 @@ int cli_parse_backend(const char *s, cli_backend *out);
 /* ---- data ----------------------------------------------------------------------------- */
 /* Fills x[0..n) with standard normal values determined by (seed, stream) alone, in parallel. */
 void cli_fill_normal(float *x, size_t n, uint64_t seed, uint64_t stream);
-/* Converts n floats to `dtype` (f32: copy) into dst, which holds n elements of that dtype. */
+/* Converts n floats to `dtype` (f32: copy) into dst, which holds n elements of that dtype:
+   dswa_convert_from_f32 over the OpenMP threads. */
 void cli_convert_from_f32(void *dst, const float *src, size_t n, dswa_dtype dtype);
-/* Element `i` of a buffer of `dtype`, as a float. */
-float cli_load(const void *buf, int64_t i, dswa_dtype dtype);
 /* 1 if element i of the buffer consists of 0xFF bytes only (the poison pattern). */
 int cli_is_poison(const void *buf, int64_t i, dswa_dtype dtype);
 

@@ -14,7 +14,6 @@
 #include <omp.h>
 
 #include "cli.h"
-#include "core/internal.h"
 
 /* ---- option parsing -------------------------------------------------------------------- */
 
@@ -103,38 +102,10 @@ int cli_parse_i64_list(const char *s, int64_t lo, int64_t hi, int64_t *out, int 
     return n;
 }
 
-/* The names are the library's (dswa_dtype_name, dswa_math_name): their one home. */
-static char parse_msg[160];
-const char *cli_parse_message(void) { return parse_msg; }
-
-static void names_msg(const char *what, const char *(*name)(int), int n) {
-    int k = snprintf(parse_msg, sizeof parse_msg, "not a %s (", what);
-    for (int i = 0; i < n && k > 0 && (size_t)k < sizeof parse_msg; i++)
-        k += snprintf(parse_msg + k, sizeof parse_msg - (size_t)k, "%s%s", i ? ", " : "", name(i));
-    if (k > 0 && (size_t)k < sizeof parse_msg) snprintf(parse_msg + k, sizeof parse_msg - (size_t)k, ")");
-}
-static const char *dtype_name_i(int i) { return dswa_dtype_name((dswa_dtype)i); }
-static const char *math_name_i(int i) { return dswa_math_name((dswa_math)i); }
-
-int cli_parse_dtype(const char *s, dswa_dtype *out) {
-    for (int i = 0; i < 3; i++)
-        if (!strcmp(s, dtype_name_i(i))) {
-            *out = (dswa_dtype)i;
-            return 0;
-        }
-    names_msg("dtype", dtype_name_i, 3);
-    return -1;
-}
-
-int cli_parse_math(const char *s, dswa_math *out) {
-    for (int i = 0; i < 3; i++)
-        if (!strcmp(s, math_name_i(i))) {
-            *out = (dswa_math)i;
-            return 0;
-        }
-    names_msg("math", math_name_i, 3);
-    return -1;
-}
+/* The library's parsers: the names have one home (dswa_dtype_name, dswa_math_name). */
+int cli_parse_dtype(const char *s, dswa_dtype *out) { return dswa_dtype_parse(s, out) == DSWA_OK ? 0 : -1; }
+int cli_parse_math(const char *s, dswa_math *out) { return dswa_math_parse(s, out) == DSWA_OK ? 0 : -1; }
+const char *cli_parse_message(void) { return dswa_last_error(); }
 
 int cli_parse_dtypes(const char *s, int flags[3]) {
     char buf[128];
@@ -210,29 +181,15 @@ void cli_fill_normal(float *x, size_t n, uint64_t seed, uint64_t stream) {
     }
 }
 
+/* In chunks over the OpenMP threads: the library converts one span at a time. */
 void cli_convert_from_f32(void *dst, const float *src, size_t n, dswa_dtype dtype) {
-    if (dtype == DSWA_F32) {
-        memcpy(dst, src, n * sizeof(float));
-        return;
-    }
-    uint16_t *d = (uint16_t *)dst;
-    const int64_t nn = (int64_t)n;
-    if (dtype == DSWA_F16) {
+    const size_t es = dswa_dtype_size(dtype), chunk = (size_t)1 << 16;
+    const int64_t nchunks = (int64_t)((n + chunk - 1) / chunk);
 #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < nn; i++) d[i] = dswa_f32_to_f16(src[i]);
-    } else {
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < nn; i++) d[i] = dswa_f32_to_bf16(src[i]);
+    for (int64_t c = 0; c < nchunks; c++) {
+        const size_t lo = (size_t)c * chunk, len = n - lo < chunk ? n - lo : chunk;
+        dswa_convert_from_f32(dtype, src + lo, (char *)dst + lo * es, len);
     }
-}
-
-float cli_load(const void *buf, int64_t i, dswa_dtype dtype) {
-    switch (dtype) {
-    case DSWA_F32: return ((const float *)buf)[i];
-    case DSWA_F16: return dswa_f16_to_f32(((const uint16_t *)buf)[i]);
-    case DSWA_BF16: return dswa_bf16_to_f32(((const uint16_t *)buf)[i]);
-    }
-    return NAN;
 }
 
 int cli_is_poison(const void *buf, int64_t i, dswa_dtype dtype) {
