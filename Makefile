@@ -54,7 +54,7 @@ LIB_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_C)) $(CUDA_OBJ)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TESTS_C))
 TEST_LIB_OBJ := $(patsubst tests/lib/%.c,$(BUILD)/obj/tests_%.o,$(TEST_LIB))
 
-.PHONY: all test bench check probe install clean cuda-note gpu-check ptxas-report FORCE
+.PHONY: all test test-long bench check probe install uninstall clean cuda-note gpu-check ptxas-report FORCE
 .DEFAULT_GOAL := all
 # Objects depend on the flags they were built with: changing GPU_ARCH, CFLAGS or NVFLAGS
 # rebuilds them instead of linking code built for another GPU.
@@ -62,7 +62,7 @@ FLAGS_STAMP := $(BUILD)/obj/flags.stamp
 FLAGS_TEXT := $(CC) $(CFLAGS) | $(NVCC) $(NVFLAGS)
 $(FLAGS_STAMP): FORCE | $(BUILD)/obj
 	@printf '%s\n' '$(FLAGS_TEXT)' | cmp -s - $@ || printf '%s\n' '$(FLAGS_TEXT)' > $@
-all: cuda-note $(BUILD)/libdswa.so $(BUILD)/libdswa.a $(BUILD)/dswa
+all: cuda-note $(BUILD)/libdswa.so $(BUILD)/libdswa.a $(BUILD)/dswa $(BUILD)/static-libs.txt
 
 cuda-note:
 ifeq ($(HAVE_CUDA),)
@@ -80,8 +80,26 @@ $(BUILD)/obj/tests_%.o: tests/lib/%.c $(wildcard tests/lib/*.h) include/dswa.h $
 
 $(BUILD)/libdswa.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
-$(BUILD)/libdswa.so: $(LIB_OBJ)
-	$(CC) -shared -o $@ $^ $(CUDA_LIBS) $(LDLIBS)
+# libdswa.so is versioned from include/dswa.h: the file libdswa.so.X.Y.Z with SONAME
+# libdswa.so.X (what programs linked against it load), and the links libdswa.so.X, libdswa.so.
+dswa_version = $(shell sed -n 's/.*define DSWA_VERSION_$(1)  *\([0-9][0-9]*\).*/\1/p' include/dswa.h)
+LIB_MAJOR   := $(call dswa_version,MAJOR)
+LIB_VERSION := $(LIB_MAJOR).$(call dswa_version,MINOR).$(call dswa_version,PATCH)
+ifneq ($(words $(subst ., ,$(LIB_VERSION))),3)
+$(error include/dswa.h: DSWA_VERSION_MAJOR/MINOR/PATCH not found)
+endif
+SONAME  := libdswa.so.$(LIB_MAJOR)
+SO_FILE := libdswa.so.$(LIB_VERSION)
+$(BUILD)/$(SO_FILE): $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(CUDA_LIBS) $(LDLIBS)
+$(BUILD)/$(SONAME): $(BUILD)/$(SO_FILE)
+	ln -sf $(SO_FILE) $@
+$(BUILD)/libdswa.so: $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
+# What a program linking libdswa.a needs after it (`make install` writes it into dswa.pc and the
+# CMake package; recorded here so that an install as another user links what this build used).
+$(BUILD)/static-libs.txt: $(FLAGS_STAMP)
+	printf '%s\n' '$(CUDA_LIBS) $(LDLIBS)' > $@
 # The CLI is built from include/dswa.h and its own files only: no -Isrc.
 $(BUILD)/dswa: $(TOOL_C) $(wildcard tools/*.h tools/ptx_fit/*.h) include/dswa.h $(BUILD)/libdswa.a
 	$(CC) $(filter-out -Isrc,$(CFLAGS)) -o $@ $(TOOL_C) $(BUILD)/libdswa.a $(CUDA_LIBS) $(LDLIBS)
@@ -95,8 +113,12 @@ $(BUILD)/tests/%: tests/%.c $(TESTS_C) $(wildcard tests/lib/*.h) $(BUILD)/libdsw
 $(BUILD)/obj $(BUILD)/tests:
 	mkdir -p $@
 
+TEST_RUN := $(TEST_BIN) tests/test_cli.sh tests/python_tests.sh tests/install/test_install.sh
 test: all $(TEST_BIN)
-	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN) tests/test_cli.sh tests/python_tests.sh
+	@BUILD=$(BUILD) sh tests/run.sh $(TEST_RUN)
+# The same tests with DSWA_TEST_LONG=1 in their environment: each adds its long soaks and sweeps.
+test-long: all $(TEST_BIN)
+	@DSWA_TEST_LONG=1 BUILD=$(BUILD) sh tests/run.sh $(TEST_RUN)
 
 # dswa's own table, then (where Python has torch and Triton and a GPU is present) the
 # comparators of the same run, their table and the plot in $(BUILD)/.
@@ -128,13 +150,37 @@ ptxas-report:
 	  echo "== sm_$$a $$f"; $(NVCC) -std=c++17 -Iinclude -Isrc -O3 -gencode=arch=compute_$$a,code=sm_$$a \
 	     -Xptxas -v -c $$f -o /dev/null 2>&1 | grep -E 'Compiling|registers|spill|smem' || true; done; done
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 include/dswa.h $(DESTDIR)$(PREFIX)/include/
-	install -m 755 $(BUILD)/libdswa.so $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 $(BUILD)/libdswa.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/dswa $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBS@|$(CUDA_LIBS) -fopenmp -lm|g' dswa.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dswa.pc
+# `make install [PREFIX=/usr/local] [DESTDIR=]`: include/dswa.h; lib/libdswa.so.X.Y.Z with the
+# links libdswa.so.X and libdswa.so; lib/libdswa.a; bin/dswa; lib/pkgconfig/dswa.pc (Libs has an
+# rpath); lib/cmake/dswa (find_package(dswa): dswa::dswa, shared, and dswa::dswa_static). It
+# builds first, unless $(BUILD) belongs to another user (`sudo make install` after `make`): then it
+# installs what is built and compiles nothing as root. `make uninstall` with the same PREFIX and
+# DESTDIR removes exactly these files (and lib/cmake/dswa when left empty).
+INSTALL_DIR  = $(DESTDIR)$(PREFIX)
+INSTALLED    = include/dswa.h lib/$(SO_FILE) lib/$(SONAME) lib/libdswa.so lib/libdswa.a bin/dswa \
+               lib/pkgconfig/dswa.pc lib/cmake/dswa/dswaConfig.cmake lib/cmake/dswa/dswaConfigVersion.cmake
+INSTALL_FROM = $(BUILD)/$(SO_FILE) $(BUILD)/libdswa.a $(BUILD)/dswa $(BUILD)/static-libs.txt
+STATIC_LIBS  = $(strip $(file <$(BUILD)/static-libs.txt))
+empty :=
+install_sed  = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(LIB_VERSION)|g' -e 's|@VERSION_MAJOR@|$(LIB_MAJOR)|g'
+install: $(if $(shell [ -e $(BUILD) ] && [ ! -O $(BUILD) ] && echo other),,all)
+	@for f in $(INSTALL_FROM); do [ -f $$f ] || { echo "make install: $$f is missing: run make first"; exit 1; }; done
+	install -d -m 755 $(INSTALL_DIR)/include $(INSTALL_DIR)/bin $(INSTALL_DIR)/lib/pkgconfig $(INSTALL_DIR)/lib/cmake/dswa
+	install -m 644 include/dswa.h $(INSTALL_DIR)/include/
+	install -m 755 $(BUILD)/$(SO_FILE) $(INSTALL_DIR)/lib/
+	ln -sf $(SO_FILE) $(INSTALL_DIR)/lib/$(SONAME)
+	ln -sf $(SONAME) $(INSTALL_DIR)/lib/libdswa.so
+	install -m 644 $(BUILD)/libdswa.a $(INSTALL_DIR)/lib/
+	install -m 755 $(BUILD)/dswa $(INSTALL_DIR)/bin/
+	$(install_sed) -e 's|@STATIC_LIBS@|$(STATIC_LIBS)|g' dswa.pc.in > $(INSTALL_DIR)/lib/pkgconfig/dswa.pc
+	$(install_sed) -e 's|@STATIC_LIBS@|$(subst $(empty) $(empty),;,$(STATIC_LIBS))|g' \
+	    cmake/dswaConfig.cmake.in > $(INSTALL_DIR)/lib/cmake/dswa/dswaConfig.cmake
+	$(install_sed) cmake/dswaConfigVersion.cmake.in > $(INSTALL_DIR)/lib/cmake/dswa/dswaConfigVersion.cmake
+	chmod 644 $(INSTALL_DIR)/lib/pkgconfig/dswa.pc $(INSTALL_DIR)/lib/cmake/dswa/dswaConfig*.cmake
+
+uninstall:
+	rm -f $(addprefix $(INSTALL_DIR)/,$(INSTALLED))
+	@if [ -d $(INSTALL_DIR)/lib/cmake/dswa ]; then rmdir --ignore-fail-on-non-empty $(INSTALL_DIR)/lib/cmake/dswa; fi
 
 clean:
 	rm -rf $(BUILD)
@@ -191,7 +237,7 @@ $(AOT_DIR)/aot_ptx_data.c: $(AOT_DIR)/ptx_embed $(AOT_DIR)/band_strip.i $(AOT_PT
 	    $(foreach a,$(AOT_ARCHS),band $(a) $(AOT_DIR)/band_sm$(a).ptx wide $(a) $(AOT_DIR)/wide_sm$(a).ptx)
 $(BUILD)/obj/aot_ptx_data.o: $(AOT_DIR)/aot_ptx_data.c $(LIB_HDR) | $(BUILD)/obj
 	$(CC) $(CFLAGS) -c $< -o $@
-$(BUILD)/libdswa.a $(BUILD)/libdswa.so: $(BUILD)/obj/aot_ptx_data.o
+$(BUILD)/libdswa.a $(BUILD)/$(SO_FILE): $(BUILD)/obj/aot_ptx_data.o
 endif
 $(AOT_DIR):
 	mkdir -p $@
