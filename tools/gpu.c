@@ -84,6 +84,10 @@ static int copy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind ki
                  (double)bytes / 1e6);
         return fail(e, call);
     }
+    /* From pageable memory the copy may still be in flight on return; work on other streams
+       (the graphs) must see it done. */
+    if (kind == cudaMemcpyHostToDevice && (e = cudaDeviceSynchronize()) != cudaSuccess)
+        return fail(e, "cudaDeviceSynchronize after a host-to-device cudaMemcpy");
     return 0;
 }
 
@@ -286,6 +290,10 @@ int gpu_copy_d2d(void *dst, const void *src, size_t bytes, const char *what) {
                  (double)bytes / 1e6);
         return fail(e, call);
     }
+    /* A device-to-device cudaMemcpy may return before it is done, and the graphs run on a
+       non-blocking stream that does not wait for the default one. */
+    if ((e = cudaDeviceSynchronize()) != cudaSuccess)
+        return fail(e, "cudaDeviceSynchronize after a device-to-device cudaMemcpy");
     return 0;
 }
 
