@@ -30,6 +30,7 @@
 #define CPU_MAX_CALLS 200     /* ... and at most this many, */
 #define CPU_MAX_SECONDS 30.0  /* or past this long once CPU_FEW_CALLS are in (large shapes) */
 #define CPU_FEW_CALLS 5
+#define ERRATIC_PCT 10.0      /* a GPU row whose replays spread more than this is flagged */
 #define COLD_L2_FACTOR 2      /* cold: the other buffers between two uses of one exceed 2 x L2 */
 #define MAX_COLD_BUFFERS 64
 
@@ -129,7 +130,8 @@ static const char bench_help_text[] =
     "cudaMemcpyAsync and a copy kernel of the tool's own over several shapes, in the same kind\n"
     "of graph. Columns:\n"
     "  time_ms  median per call over the graph replays (GPU) or the calls (CPU)\n"
-    "  spread   (slowest - fastest) / median of those\n"
+    "  spread   (slowest - fastest) / median of those; a GPU row above 10 % is flagged\n"
+    "           erratic (rerun it)\n"
     "  copy_ms  (GPU) the fastest same-size copy, per copy\n"
     "  %copy    copy_ms / time_ms: 100 % is a copy's speed\n"
     "  floor_ms dswa_min_bytes / copy bandwidth (a 2 GiB copy), the bandwidth floor\n"
@@ -1004,7 +1006,10 @@ static void print_tables(const bench_ctx *c, const bench_row *rows, int nrow) {
             fmt(s[j++], "%.2e", r->rel_err);
         }
         t.ncells[i] = timed ? j : 4;
-        if (r->status == ROW_OK) snprintf(t.tail[i], sizeof t.tail[i], "ok");
+        if (r->status == ROW_OK && c->cuda && spread_pct(&r->time) > ERRATIC_PCT)
+            snprintf(t.tail[i], sizeof t.tail[i], "ok, but erratic (replays spread %.0f %%): rerun",
+                     spread_pct(&r->time));
+        else if (r->status == ROW_OK) snprintf(t.tail[i], sizeof t.tail[i], "ok");
         else if (r->status == ROW_FAIL) snprintf(t.tail[i], sizeof t.tail[i], "FAIL: %s", r->msg);
         else snprintf(t.tail[i], sizeof t.tail[i], "%s", r->msg);
     }
