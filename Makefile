@@ -211,9 +211,8 @@ fuzz:
 # flags (NVFLAGS without -gencode, so EXTRA_NVFLAGS variants export what they run), split into
 # one module per entry and embedded in the library as C strings by src/aot/ptx_embed.c, so that
 # exporting needs no CUDA toolkit at run time. Only nvcc's front end runs (no ptxas): ~2 s per
-# file and architecture. BAND_STRIP is read from the preprocessed band kernel, so the exported
-# grid formula follows the source. Without nvcc none of this is built and the dswa_aot_*
-# functions return DSWA_ERR_UNSUPPORTED. AOT_ARCHS does not follow GPU_ARCH: exports are for
+# file and architecture. Without nvcc none of this is built and the dswa_aot_* functions return
+# DSWA_ERR_UNSUPPORTED. AOT_ARCHS does not follow GPU_ARCH: exports are for
 # other machines.
 AOT_ARCHS ?= 80 86 89 90 100 120
 AOT_DIR   := $(BUILD)/aot
@@ -227,13 +226,10 @@ $(AOT_DIR)/band_sm%.ptx: src/cuda/kernel_band.cu $(AOT_DEPS) | $(AOT_DIR)
 	$(NVCC) $(AOT_NVFLAGS) -ptx -arch=compute_$* $< -o $@
 $(AOT_DIR)/wide_sm%.ptx: src/cuda/kernel_wide.cu $(AOT_DEPS) | $(AOT_DIR)
 	$(NVCC) $(AOT_NVFLAGS) -ptx -arch=compute_$* $< -o $@
-$(AOT_DIR)/band_strip.i: src/cuda/kernel_band.cu $(AOT_DEPS) | $(AOT_DIR)
-	printf '#include "cuda/kernel_band.cu"\ndswa_aot_band_strip = BAND_STRIP;\n' > $(AOT_DIR)/band_strip.cu
-	$(NVCC) $(AOT_NVFLAGS) -E -arch=compute_$(firstword $(AOT_ARCHS)) $(AOT_DIR)/band_strip.cu -o $@
 $(AOT_DIR)/ptx_embed: src/aot/ptx_embed.c | $(AOT_DIR)
 	$(CC) -O2 -std=c11 $(WARN) -D_POSIX_C_SOURCE=200809L -o $@ $<
-$(AOT_DIR)/aot_ptx_data.c: $(AOT_DIR)/ptx_embed $(AOT_DIR)/band_strip.i $(AOT_PTX)
-	$(AOT_DIR)/ptx_embed $@ $(AOT_DIR)/band_strip.i \
+$(AOT_DIR)/aot_ptx_data.c: $(AOT_DIR)/ptx_embed $(AOT_PTX)
+	$(AOT_DIR)/ptx_embed $@ \
 	    $(foreach a,$(AOT_ARCHS),band $(a) $(AOT_DIR)/band_sm$(a).ptx wide $(a) $(AOT_DIR)/wide_sm$(a).ptx)
 $(BUILD)/obj/aot_ptx_data.o: $(AOT_DIR)/aot_ptx_data.c $(LIB_HDR) | $(BUILD)/obj
 	$(CC) $(CFLAGS) -c $< -o $@

@@ -20,6 +20,7 @@
  * The argument list (input pointers, 20 int32 extras, the output pointer) is the one
  * src/cuda_launch.cu computes for a launch (dswa_cuda_kargs); dswa_aot_kernel_for reuses it,
  * so the values it reports are the ones the library would pass. */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,9 +28,9 @@
 
 #include "aot/ptx_blobs.h"
 #include "core/internal.h"
-#ifdef DSWA_HAVE_CUDA
-#include "cuda/common.cuh"
-#endif
+#include "cuda/kernel_args.h"
+#include "cuda/kernels.h"
+#include "cuda/launch.h"
 
 /* ---- targets ----------------------------------------------------------------------------- */
 
@@ -181,36 +182,22 @@ typedef struct aot_param_def {
     const char *name;
     dswa_aot_param_kind kind;
     const char *meaning, *expr, *expr_shared_v;
+    int karg_offset; /* extras: the value's offset in dswa_kargs; pointers: -1 */
 } aot_param_def;
 
-#define AOT_X DSWA_AOT_EXTRA
-static const aot_param_def aot_params[DSWA_AOT_MAX_PARAMS] = {
-    {"q", DSWA_AOT_INPUT, "Q: device pointer (16-byte aligned) to elements of the dtype, read as [batch, seq, pair, head, dim] through the strides below; SAME-L: contiguous (B, N, 2H, D), head p*H + h holding pair p of output head h", "(B, N, 2H, D)", NULL},
-    {"k", DSWA_AOT_INPUT, "K: as Q", "(B, N, 2H, D)", NULL},
-    {"v", DSWA_AOT_INPUT, "V: as Q; or (B, N, H, D) read by both pairs (then v_sp = 0)", "(B, N, 2H, D)", "(B, N, H, D)"},
-    {"n", AOT_X, "N: the sequence length (q.shape[1])", "N", NULL},
-    {"wl", AOT_X, "window_left clamped to N - 1: min(window_left, N - 1)", "min(WL, N - 1)", NULL},
-    {"wr", AOT_X, "window_right clamped to N - 1: min(window_right, N - 1)", "min(WR, N - 1)", NULL},
-    {"scale_bits", AOT_X, "float bits of scale: the int32 whose bit pattern is the fp32 scale (1/sqrt(64) = 0.125 -> 1040187392)", "float_bits(scale)", NULL},
-    {"lambda_bits", AOT_X, "float bits of lambda: the int32 whose bit pattern is the fp32 lambda (1.0 -> 1065353216)", "float_bits(lambda)", NULL},
-    {"q_sb", AOT_X, "q.batch stride, in elements", "N * 2 * H * D", NULL},
-    {"q_sn", AOT_X, "q.seq stride, in elements", "2 * H * D", NULL},
-    {"q_sp", AOT_X, "q.pair stride, in elements", "H * D", NULL},
-    {"q_sh", AOT_X, "q.head stride, in elements (the dim stride must be 1)", "D", NULL},
-    {"k_sb", AOT_X, "k.batch stride, in elements", "N * 2 * H * D", NULL},
-    {"k_sn", AOT_X, "k.seq stride, in elements", "2 * H * D", NULL},
-    {"k_sp", AOT_X, "k.pair stride, in elements", "H * D", NULL},
-    {"k_sh", AOT_X, "k.head stride, in elements (the dim stride must be 1)", "D", NULL},
-    {"v_sb", AOT_X, "v.batch stride, in elements", "N * 2 * H * D", "N * H * D"},
-    {"v_sn", AOT_X, "v.seq stride, in elements", "2 * H * D", "H * D"},
-    {"v_sp", AOT_X, "v.pair stride, in elements; 0 when both pairs read the same V", "H * D", "0"},
-    {"v_sh", AOT_X, "v.head stride, in elements (the dim stride must be 1)", "D", NULL},
-    {"o_sb", AOT_X, "out.batch stride, in elements", "N * H * D", NULL},
-    {"o_sn", AOT_X, "out.seq stride, in elements", "H * D", NULL},
-    {"o_sh", AOT_X, "out.head stride, in elements (the dim stride must be 1)", "D", NULL},
-    {"out", DSWA_AOT_OUTPUT, "out: device pointer (16-byte aligned) to elements of the dtype, written as [batch, seq, head, dim] through the strides above; SAME-L: contiguous (B, N, H, D)", "(B, N, H, D)", NULL},
-};
-#undef AOT_X
+#define AOT_INPUT_(ctx, name, expr, expr_shared_v, meaning) {#name, DSWA_AOT_INPUT, meaning, expr, expr_shared_v, -1},
+#define AOT_EXTRA_(ctx, name, expr, expr_shared_v, meaning) \
+    {#name, DSWA_AOT_EXTRA, meaning, expr, expr_shared_v, (int)offsetof(dswa_kargs, name)},
+#define AOT_OUTPUT_(ctx, name, expr, expr_shared_v, meaning) {#name, DSWA_AOT_OUTPUT, meaning, expr, expr_shared_v, -1},
+static const aot_param_def aot_params[DSWA_KERNEL_ARG_COUNT] = {DSWA_KERNEL_ARGS(AOT_INPUT_, AOT_EXTRA_, AOT_OUTPUT_, ~)};
+_Static_assert(DSWA_KERNEL_ARG_COUNT <= DSWA_AOT_MAX_PARAMS, "dswa_aot_info holds every kernel argument");
+
+/* The index of the parameter called `name`. */
+static int param_index(const char *name) {
+    for (int i = 0; i < DSWA_KERNEL_ARG_COUNT; i++)
+        if (!strcmp(aot_params[i].name, name)) return i;
+    return -1;
+}
 
 /* ---- the module --------------------------------------------------------------------------- */
 
@@ -272,8 +259,9 @@ static dswa_status write_module(dswa_aot_info *info, const char *src, int sm, in
     const size_t a = (size_t)(v - src), b = (size_t)(t - (v_end + 1)), c = strlen(t_end + 1);
     const size_t n = a + strlen(note) + strlen(ver) + b + strlen(tgt) + c;
     /* the varying strings, copied after the module */
-    const char **const slot[4] = {&info->target, &info->ptx_isa_min_reason, &info->params[4].expr,
-                                  &info->params[5].expr};
+    const int wl = param_index("wl"), wr = param_index("wr");
+    const char **const slot[4] = {&info->target, &info->ptx_isa_min_reason, &info->params[wl].expr,
+                                  &info->params[wr].expr};
     size_t tail = 0;
     for (int i = 0; i < 4; i++) tail += strlen(*slot[i]) + 1;
     char *out = malloc(n + 1 + tail);
@@ -292,8 +280,8 @@ static dswa_status write_module(dswa_aot_info *info, const char *src, int sm, in
         *slot[i] = p;
         p += len;
     }
-    info->params[4].expr_shared_v = info->params[4].expr;
-    info->params[5].expr_shared_v = info->params[5].expr;
+    info->params[wl].expr_shared_v = info->params[wl].expr; /* the same with a shared V */
+    info->params[wr].expr_shared_v = info->params[wr].expr;
     free((void *)info->ptx);
     info->ptx = out;
     info->ptx_size = n;
@@ -310,20 +298,11 @@ static const dswa_aot_blob *find_blob(const char *family, int sm, const char *en
     return NULL;
 }
 
-/* Fills *out for one kernel; windows < 0: any window. */
-static dswa_status export_kernel(int arch_idx, dswa_dtype dtype, dswa_math math, int band, int32_t wl,
-                                 int32_t wr, dswa_aot_info *out) {
-    static const char *const entries[2][3] = {
-        {"dswa_fwd_wide_f32_tf32", "dswa_fwd_wide_f16", "dswa_fwd_wide_bf16"},
-        {"dswa_fwd_f32_tf32", "dswa_fwd_f16", "dswa_fwd_bf16"},
-    };
-    const int fp32 = dtype == DSWA_F32 && math == DSWA_MATH_FP32;
-    if (fp32 && !band)
-        return dswa_fail(DSWA_ERR_UNSUPPORTED, "math = fp32: the fp32-accurate kernel is the band kernel only "
-                         "(window_left + window_right <= %d); give the windows", DSWA_BAND_MAX_SPAN);
+/* Fills *out for kernel `kern` on one architecture; windows < 0: any window. */
+static dswa_status export_kernel(int arch_idx, const dswa_kernel *kern, int32_t wl, int32_t wr, dswa_aot_info *out) {
     const aot_arch *ar = &aot_archs[arch_idx];
-    const char *family = band ? "band" : "wide", *entry = fp32 ? "dswa_fwd_f32_fp32" : entries[band][dtype];
-    const dswa_aot_blob *b = find_blob(family, ar->sm, entry);
+    const char *entry = kern->entry;
+    const dswa_aot_blob *b = find_blob(kern->family, ar->sm, entry);
     if (!b)
         return dswa_fail(DSWA_ERR_UNSUPPORTED, "no embedded PTX for %s on sm_%d: the build's AOT table lacks it "
                          "(rebuild; was the kernel entry renamed?)", entry, ar->sm);
@@ -340,20 +319,17 @@ static dswa_status export_kernel(int arch_idx, dswa_dtype dtype, dswa_math math,
     stamped_version(b->ptx, &out->toolkit_isa_major, &out->toolkit_isa_minor);
 
     out->kernel_name = entry;
-    out->family = family;
-    out->max_span = band ? DSWA_BAND_MAX_SPAN : -1;
+    out->family = kern->family;
+    out->max_span = kern->max_span;
     out->target = target;
     out->ptx_isa_min_reason = reason;
-    out->dtype = dtype;
-    out->math = fp32 ? DSWA_MATH_FP32 : dtype == DSWA_F32 ? DSWA_MATH_TF32 : DSWA_MATH_DEFAULT; /* f32 only */
+    out->dtype = kern->dtype;
+    out->math = kern->math;
     out->head_dim = DSWA_HEAD_DIM;
     out->window_left = wl;
     out->window_right = wr;
-    out->n_params = DSWA_AOT_MAX_PARAMS;
-    out->n_inputs = 3;
-    out->n_extras = DSWA_AOT_MAX_PARAMS - 4;
-    out->n_outputs = 1;
-    for (int i = 0; i < DSWA_AOT_MAX_PARAMS; i++) {
+    out->n_params = DSWA_KERNEL_ARG_COUNT;
+    for (int i = 0; i < DSWA_KERNEL_ARG_COUNT; i++) {
         dswa_aot_param *p = &out->params[i];
         p->name = aot_params[i].name;
         p->kind = aot_params[i].kind;
@@ -361,12 +337,15 @@ static dswa_status export_kernel(int arch_idx, dswa_dtype dtype, dswa_math math,
         p->expr = aot_params[i].expr;
         p->expr_shared_v = aot_params[i].expr_shared_v ? aot_params[i].expr_shared_v : aot_params[i].expr;
         p->value = 0;
+        out->n_inputs += p->kind == DSWA_AOT_INPUT;
+        out->n_extras += p->kind == DSWA_AOT_EXTRA;
+        out->n_outputs += p->kind == DSWA_AOT_OUTPUT;
     }
     if (wl >= 0) {
         snprintf(wl_expr, sizeof wl_expr, "min(%d, N - 1)", (int)wl);
         snprintf(wr_expr, sizeof wr_expr, "min(%d, N - 1)", (int)wr);
-        out->params[4].expr = wl_expr;
-        out->params[5].expr = wr_expr;
+        out->params[param_index("wl")].expr = wl_expr;
+        out->params[param_index("wr")].expr = wr_expr;
     }
     out->block[0] = DSWA_THREADS;
     out->block[1] = out->block[2] = 1;
@@ -407,8 +386,11 @@ dswa_status dswa_aot_kernel_window(const char *arch, dswa_dtype dtype, dswa_math
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "window_left = %d, window_right = %d: both must be >= 0 "
                          "(or both negative: any window)", (int)window_left, (int)window_right);
 #ifdef DSWA_HAVE_CUDA
-    const int band = window_left >= 0 && (int64_t)window_left + window_right <= DSWA_BAND_MAX_SPAN;
-    return finish(export_kernel(idx, dtype, math, band, window_left < 0 ? -1 : window_left,
+    const dswa_kernel *kern = dswa_kernel_pick(dtype, math, window_left, window_right);
+    if (!kern)
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "math = fp32: the fp32-accurate kernel is the band kernel only "
+                         "(window_left + window_right <= %d); give the windows", DSWA_BAND_MAX_SPAN);
+    return finish(export_kernel(idx, kern, window_left < 0 ? -1 : window_left,
                                 window_left < 0 ? -1 : window_right, out), out);
 #else
     return no_cuda();
@@ -443,12 +425,12 @@ dswa_status dswa_aot_kernel_for(const char *arch, const dswa_problem *p, dswa_ao
     if ((s = dswa_cuda_kargs(p, in, in, in, o, &a))) return s;
     /* Exactly what the library launches for this problem: the family follows the windows
        clamped to this N - 1 (dswa_aot_kernel_window picks for every N). */
-    const int band = a.wl + a.wr <= DSWA_BAND_MAX_SPAN;
-    if ((s = export_kernel(idx, p->dtype, p->math, band, p->window_left, p->window_right, out)))
+    const dswa_kernel *kern = dswa_kernel_pick(p->dtype, p->math, a.wl, a.wr); /* non-NULL: kargs checked */
+    if ((s = export_kernel(idx, kern, p->window_left, p->window_right, out)))
         return finish(s, out);
-    const int vals[20] = {a.n, a.wl, a.wr, a.scale_bits, a.lambda_bits, a.q[0], a.q[1], a.q[2], a.q[3],
-                          a.k[0], a.k[1], a.k[2], a.k[3], a.v[0], a.v[1], a.v[2], a.v[3], a.o[0], a.o[1], a.o[2]};
-    for (int i = 0; i < 20; i++) out->params[3 + i].value = vals[i];
+    for (int i = 0; i < DSWA_KERNEL_ARG_COUNT; i++)
+        if (aot_params[i].karg_offset >= 0)
+            memcpy(&out->params[i].value, (const char *)&a + aot_params[i].karg_offset, sizeof(int32_t));
     out->grid_dims[0] = (unsigned)((a.n + DSWA_TILE - 1) / DSWA_TILE);
     out->grid_dims[1] = (unsigned)p->heads;
     out->grid_dims[2] = (unsigned)p->batch;

@@ -23,9 +23,6 @@ typedef struct dswa_aot_blob {
 
 extern const dswa_aot_blob dswa_aot_blobs[];
 extern const int dswa_aot_blob_count;
-/* BAND_STRIP of src/cuda_kernel_band.cu as the kernels were compiled: consecutive 64-query
-   tiles per block of the band family (grid.x = ceil(ceil(N / 64) / strip)). */
-extern const int dswa_aot_band_strip;
 
 /* The lowest PTX ISA version a module may declare for target sm_<sm>: the version that
    introduced the target, raised by any instruction feature of the module that is newer (its

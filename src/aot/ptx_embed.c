@@ -3,10 +3,7 @@
  * string constants, so that the library can export its kernels for TensorRT without a CUDA
  * toolkit at run time (src/aot_export.c serves them; src/aot_ptx.h declares the table).
  *
- * Usage: ptx_embed OUT.c PROBE FAMILY ARCH FILE.ptx [FAMILY ARCH FILE.ptx ...]
- *   PROBE  the preprocessed probe the Makefile writes: the line "dswa_aot_band_strip = <expr>;"
- *          carries the band kernel's BAND_STRIP as the kernels were compiled (EXTRA_NVFLAGS
- *          included), so the exported grid formula follows the source.
+ * Usage: ptx_embed OUT.c FAMILY ARCH FILE.ptx [FAMILY ARCH FILE.ptx ...]
  *
  * Why it splits modules: one .cu file holds three entries (f32, f16, bf16). TensorRT loads one
  * kernel by name from the PTX it is given and JIT-compiles the whole module, so each entry is
@@ -281,25 +278,6 @@ static void split_module(const char *family, int arch, const char *path) {
     free(src);
 }
 
-/* The expression of "dswa_aot_band_strip = <expr>;" in the preprocessed probe. */
-static char *read_strip(const char *path) {
-    size_t len;
-    char *src = read_file(path, &len);
-    const char *key = "dswa_aot_band_strip =";
-    char *p = strstr(src, key);
-    if (!p) die("%s: no 'dswa_aot_band_strip = BAND_STRIP;' line (was BAND_STRIP renamed?)", path);
-    p += strlen(key);
-    char *e = strchr(p, ';');
-    if (!e || e == p) die("%s: no expression after 'dswa_aot_band_strip ='", path);
-    *e = '\0';
-    for (char *c = p; *c; c++)
-        if (*c == '\n' || *c == '\r') *c = ' ';
-    char *out = xrealloc(NULL, strlen(p) + 1);
-    strcpy(out, p);
-    free(src);
-    return out;
-}
-
 static void emit_string(FILE *f, const char *s, size_t n) {
     fputs("    \"", f);
     for (size_t i = 0; i < n; i++) {
@@ -315,12 +293,11 @@ static void emit_string(FILE *f, const char *s, size_t n) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 6 || (argc - 3) % 3 != 0) {
-        fputs("usage: ptx_embed OUT.c PROBE FAMILY ARCH FILE.ptx [FAMILY ARCH FILE.ptx ...]\n", stderr);
+    if (argc < 5 || (argc - 2) % 3 != 0) {
+        fputs("usage: ptx_embed OUT.c FAMILY ARCH FILE.ptx [FAMILY ARCH FILE.ptx ...]\n", stderr);
         return 2;
     }
-    char *strip = read_strip(argv[2]);
-    for (int i = 3; i + 2 < argc; i += 3) {
+    for (int i = 2; i + 2 < argc; i += 3) {
         char *end = NULL;
         long arch = strtol(argv[i + 1], &end, 10);
         if (!end || *end || arch <= 0 || arch > 1000) die("bad architecture '%s'", argv[i + 1]);
@@ -343,7 +320,6 @@ int main(int argc, char **argv) {
         fprintf(f, "    {\"%s\", %d, \"%s\", dswa_aot_text_%d, sizeof dswa_aot_text_%d - 1},\n",
                 blobs[b].family, blobs[b].arch, blobs[b].entry, blobs[b].text, blobs[b].text);
     fprintf(f, "};\nconst int dswa_aot_blob_count = %d;\n", n_blobs);
-    fprintf(f, "const int dswa_aot_band_strip = (%s);\n", strip);
     if (fclose(f) != 0 || rename(tmp, argv[1]) != 0) die("cannot write %s", argv[1]);
     size_t total = 0;
     for (int t = 0; t < n_texts; t++) total += text_len[t];

@@ -1,6 +1,7 @@
-/* Pieces shared by the CUDA kernels and their launchers: the launch geometry, the int32
-   argument list every kernel takes (TensorRT's extras), cp.async wrappers, and the exact scalar
-   path that recomputes a warp's rows when the fast path produced a non-finite value. */
+/* Device helpers shared by both kernel families that are not tensor-core code (that is in
+   mma.cuh): cp.async wrappers, which block is which, element conversion, and the exact scalar
+   path that recomputes a warp's rows when the fast path produced a non-finite value. The launch
+   geometry and the kernel list are in kernels.h, the argument list in kernel_args.h. */
 #ifndef DSWA_CUDA_COMMON_CUH
 #define DSWA_CUDA_COMMON_CUH
 
@@ -10,54 +11,12 @@
 #include <stdint.h>
 
 #include "core/internal.h"
+#include "cuda/kernel_args.h"
+#include "cuda/kernels.h"
 
-#define DSWA_WARPS 4                 /* warps per block, each owning 16 queries */
-#define DSWA_TILE (16 * DSWA_WARPS)  /* queries per block */
-#define DSWA_HEAD_DIM 64
-#define DSWA_THREADS (32 * DSWA_WARPS)
-
-/* The int32 scalars of every kernel, in parameter order (after the Q, K, V pointers and
-   before the output pointer). Windows are clamped to N - 1; strides are in elements. */
-typedef struct dswa_kargs {
-    int n, wl, wr, scale_bits, lambda_bits;
-    int q[4], k[4], v[4]; /* batch, seq, pair, head */
-    int o[3];             /* batch, seq, head */
-} dswa_kargs;
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-/* Checks what the CUDA kernels need beyond validation (head_dim, alignment, int32 ranges) and
-   fills the argument list; a status with a message otherwise. */
-dswa_status dswa_cuda_kargs(const dswa_problem *p, const void *q, const void *k, const void *v,
-                            const void *out, dswa_kargs *a);
-/* The two kernel families: any window, and WL + WR <= DSWA_BAND_MAX_SPAN (faster). */
-#define DSWA_BAND_MAX_SPAN 48
-dswa_status dswa_launch_wide(dswa_dtype dtype, const dswa_kargs *a, int batch, int heads,
-                             const void *q, const void *k, const void *v, void *out,
-                             cudaStream_t stream);
-dswa_status dswa_launch_band(dswa_dtype dtype, dswa_math math, const dswa_kargs *a, int batch,
-                             int heads, const void *q, const void *k, const void *v, void *out,
-                             cudaStream_t stream);
-#ifdef __cplusplus
-}
-#endif
-
-#ifdef __CUDACC__
-/* DSWA_CP_L2PF (0, 128 or 256): the L2 prefetch size hint of cp.async (PTX 7.4), to measure. */
-#ifndef DSWA_CP_L2PF
-#define DSWA_CP_L2PF 0
-#endif
-#if DSWA_CP_L2PF == 256
-#define DSWA_CP_ASYNC_OP "cp.async.cg.shared.global.L2::256B"
-#elif DSWA_CP_L2PF == 128
-#define DSWA_CP_ASYNC_OP "cp.async.cg.shared.global.L2::128B"
-#else
-#define DSWA_CP_ASYNC_OP "cp.async.cg.shared.global"
-#endif
 __device__ __forceinline__ void dswa_cp_async16(void *smem, const void *gmem, bool ok) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile(DSWA_CP_ASYNC_OP " [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(ok ? 16 : 0)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(ok ? 16 : 0)
                  : "memory");
 }
 __device__ __forceinline__ void dswa_cp_async_commit(void) {
@@ -67,31 +26,17 @@ template <int N> __device__ __forceinline__ void dswa_cp_async_wait(void) {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-/* Which (64-query tile, head) a block of the grid (tiles, H, B) owns. The hardware starts
-   blocks in x-fastest order; with DSWA_HEAD_MAJOR the linear block index is read head-fastest,
-   so the blocks resident together cover every head of a few dozen tiles: together they read
-   whole Q/K/V/O rows (2H heads x 128 bytes, contiguous) instead of one head's 128 bytes out of
-   every row of a long stretch of the sequence. The x-fastest reading remains for grids over
-   2^32 blocks. Any grid and either order give the same result. */
-#ifndef DSWA_HEAD_MAJOR
-#define DSWA_HEAD_MAJOR 0 /* measured within noise, shared V 2-6 % slower: docs/PERF.md session 4 */
-#endif
-/* Read through volatile asm, so that a kernel calling this again at its end recomputes the pair
+/* Which (64-query tile, head) a block of the grid (tiles, H, B) owns: blocks start in
+   x-fastest order, so the blocks resident together cover a stretch of the sequence of a few
+   heads (head-fastest was measured: within noise, slower with shared V; docs/PERF.md).
+   Read through volatile asm, so that a kernel calling this again at its end recomputes the pair
    there instead of holding it in two registers through the main loop. */
 __device__ __forceinline__ void dswa_block_tile_head(int *tile, int *h) {
-    unsigned bx, by, gx, gy;
+    unsigned bx, by;
     asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(bx));
     asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(by));
-    asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(gx));
-    asm volatile("mov.u32 %0, %%nctaid.y;" : "=r"(gy));
-    if (DSWA_HEAD_MAJOR && (uint64_t)gx * gy <= 0xffffffffull) {
-        const unsigned lin = by * gx + bx;
-        *tile = (int)(lin / gy);
-        *h = (int)(lin % gy);
-    } else {
-        *tile = (int)bx;
-        *h = (int)by;
-    }
+    *tile = (int)bx;
+    *h = (int)by;
 }
 
 __device__ __forceinline__ float dswa_to_f32(float x) { return x; }
@@ -149,6 +94,5 @@ __device__ __noinline__ void dswa_exact_rows(const T *q, const T *k, const T *v,
         orow[1] = dswa_from_f32<T>(res[1]);
     }
 }
-#endif /* __CUDACC__ */
 
 #endif

@@ -40,31 +40,16 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "cuda/launch.h"
 #include "cuda/mma.cuh"
 
 #define BAND_ROWS (DSWA_TILE + DSWA_BAND_MAX_SPAN) /* 112 key rows */
 #define BAND_NT ((16 + DSWA_BAND_MAX_SPAN) / 8)    /* 8-key tiles of one warp's band: 8 */
 #define BAND_BUFS 3
 #define BAND_LOADS (BAND_ROWS * 8 / DSWA_THREADS)  /* 16-byte copies per thread per phase: 7 */
-#define BAND_STRIP 1 /* 64-query tiles per block (the AOT grid formula reads it) */
-/* Measured per dtype (docs/PERF.md, v4): FFMA = p = 2^(s qscale - max qscale) in one FFMA
-   (Q carries the scale's sign) instead of scaling every score first. */
-#ifndef BAND_FFMA_16
-#define BAND_FFMA_16 1
-#endif
-#ifndef BAND_FFMA_32
-#define BAND_FFMA_32 0
-#endif
-#define BAND_FFMA(T) (sizeof(T) == 4 ? BAND_FFMA_32 : BAND_FFMA_16)
-#ifndef BAND_16_MIN_BLOCKS
-#define BAND_16_MIN_BLOCKS 4 /* blocks per SM the f16 and bf16 entries are register-limited to */
-#endif
-#ifndef BAND_FP32_MIN_BLOCKS
-#define BAND_FP32_MIN_BLOCKS 3 /* the fp32-accurate entry holds low parts too */
-#endif
-#ifndef BAND_F32_MIN_BLOCKS
-#define BAND_F32_MIN_BLOCKS 4 /* blocks per SM the f32 entry is register-limited to */
-#endif
+/* The softmax's exponent: 16-bit computes p = 2^(s qscale - max qscale) in one FFMA (Q carries
+   the scale's sign); f32 scales each score first (the FFMA lost there: more spills). */
+#define BAND_FFMA(T) (sizeof(T) == 2)
 
 /* Phases. f32 splits the head dimension in two 32-float halves (128-byte rows); 16-bit rows
    are 128 bytes whole. V with 2H heads: K0 V0 K1 V1. Shared V: K0 K1 V, one P.V with
@@ -267,8 +252,8 @@ __device__ __forceinline__ void band_scores(float s[BAND_NT][4], const band_buf 
                          split_lo(kr[2 * st + 1]));
                 mma_tf32(s[ln], qa[st][0], qa[st][1], qa[st][2], qa[st][3], h0, h1);
             } else if constexpr (sizeof(T) == 4)
-                mma_tf32(s[ln], qa[st][0], qa[st][1], qa[st][2], qa[st][3], tf32kv(__uint_as_float(kr[2 * st])),
-                         tf32kv(__uint_as_float(kr[2 * st + 1])));
+                mma_tf32(s[ln], qa[st][0], qa[st][1], qa[st][2], qa[st][3], kr[2 * st],
+                         kr[2 * st + 1]);
             else
                 mma16<T>(s[ln], qa[st], kr[2 * st], kr[2 * st + 1]);
         }
@@ -380,10 +365,10 @@ __device__ __forceinline__ void band_pv(float acc[8][4], const band_buf &buf,
                 }
                 continue;
             }
-            mma_tf32(o + 0, a0, a1, a2, a3, tf32kv(__uint_as_float(x0.x)), tf32kv(__uint_as_float(x1.x)));
-            mma_tf32(o + 4, a0, a1, a2, a3, tf32kv(__uint_as_float(x0.y)), tf32kv(__uint_as_float(x1.y)));
-            mma_tf32(o + 8, a0, a1, a2, a3, tf32kv(__uint_as_float(x0.z)), tf32kv(__uint_as_float(x1.z)));
-            mma_tf32(o + 12, a0, a1, a2, a3, tf32kv(__uint_as_float(x0.w)), tf32kv(__uint_as_float(x1.w)));
+            mma_tf32(o + 0, a0, a1, a2, a3, x0.x, x1.x);
+            mma_tf32(o + 4, a0, a1, a2, a3, x0.y, x1.y);
+            mma_tf32(o + 8, a0, a1, a2, a3, x0.z, x1.z);
+            mma_tf32(o + 12, a0, a1, a2, a3, x0.w, x1.w);
         }
     } else {
         const int mtx = lane >> 3;
@@ -496,33 +481,18 @@ __device__ __forceinline__ void dswa_fwd_band_impl(DSWA_KERNEL_PARAMS(T)) {
                            o_sb, o_sn, o_sh);
 }
 
-template <typename T>
-__device__ __forceinline__ void dswa_fwd_band(DSWA_KERNEL_PARAMS(T)) {
-    dswa_fwd_band_impl<T, 0>(DSWA_KERNEL_ARGS);
-}
-__device__ __forceinline__ void dswa_fwd_band_split(DSWA_KERNEL_PARAMS(float)) {
-    dswa_fwd_band_impl<float, 1>(DSWA_KERNEL_ARGS);
-}
-template <typename T> __device__ __forceinline__ void dswa_fwd_band_fp32(DSWA_KERNEL_PARAMS(T)) {
-    dswa_fwd_band_split(DSWA_KERNEL_ARGS);
-}
-
-DSWA_ENTRY(dswa_fwd_f32_tf32, float, dswa_fwd_band, BAND_F32_MIN_BLOCKS)
-DSWA_ENTRY(dswa_fwd_f32_fp32, float, dswa_fwd_band_fp32, BAND_FP32_MIN_BLOCKS)
-DSWA_ENTRY(dswa_fwd_f16, __half, dswa_fwd_band, BAND_16_MIN_BLOCKS)
-DSWA_ENTRY(dswa_fwd_bf16, __nv_bfloat16, dswa_fwd_band, BAND_16_MIN_BLOCKS)
-
-/* Launcher. */
-extern "C" dswa_status dswa_launch_band(dswa_dtype dtype, dswa_math math, const dswa_kargs *a,
-                                        int batch, int heads, const void *q, const void *k,
-                                        const void *v, void *out, cudaStream_t stream) {
-    switch (dtype) {
-    case DSWA_F32:
-        if (math == DSWA_MATH_FP32)
-            return dswa_launch_entry((const void *)dswa_fwd_f32_fp32, "dswa_fwd_f32_fp32", a, BAND_STRIP, batch, heads, q, k, v, out, stream);
-        return dswa_launch_entry((const void *)dswa_fwd_f32_tf32, "dswa_fwd_f32_tf32", a, BAND_STRIP, batch, heads, q, k, v, out, stream);
-    case DSWA_F16: return dswa_launch_entry((const void *)dswa_fwd_f16, "dswa_fwd_f16", a, BAND_STRIP, batch, heads, q, k, v, out, stream);
-    case DSWA_BF16: return dswa_launch_entry((const void *)dswa_fwd_bf16, "dswa_fwd_bf16", a, BAND_STRIP, batch, heads, q, k, v, out, stream);
+/* The entries (kernels.h's DSWA_BAND_KERNELS): plain C names, so that the PTX entry is what
+   TensorRT's loader is told, and TensorRT's argument order. */
+#define BAND_ENTRY(entry, dtype, math, T, blocks_per_sm)                                      \
+    extern "C" __global__ void __launch_bounds__(DSWA_THREADS, blocks_per_sm)                \
+        entry(DSWA_KERNEL_PARAMS(T)) {                                                       \
+        dswa_fwd_band_impl<T, (math) == DSWA_MATH_FP32>(DSWA_KERNEL_ARG_NAMES);              \
     }
-    return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "dtype = %d: unknown", (int)dtype);
+DSWA_BAND_KERNELS(BAND_ENTRY)
+
+/* The entry functions in registry order, for the launcher (launch.h). */
+#define BAND_FUNCTION(entry, dtype, math, T, blocks_per_sm) (const void *)entry,
+extern "C" const void *dswa_band_entry_function(int index) {
+    static const void *const functions[] = {DSWA_BAND_KERNELS(BAND_FUNCTION)};
+    return functions[index];
 }

@@ -16,12 +16,11 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "cuda/launch.h"
 #include "cuda/mma.cuh"
 
 #define DSWA_CHUNK_BYTES 8192 /* of K (and again of V) per pipeline step */
-#ifndef DSWA_STAGES
-#define DSWA_STAGES 3
-#endif
+#define DSWA_STAGES 3          /* pipeline steps in the ring: two in flight while one is computed */
 
 template <typename T> struct dswa_geom {
     enum {
@@ -101,8 +100,8 @@ __device__ __forceinline__ void score_tile(float s[4], const T (*kst)[DSWA_HEAD_
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const float4 kv = *(const float4 *)((const float *)krow + (((4 * k + c) ^ sw) * 4));
-            mma_tf32(s, qa[0][4 * k], qa[1][4 * k], qa[0][4 * k + 1], qa[1][4 * k + 1], tf32kv(kv.x), tf32kv(kv.y));
-            mma_tf32(s, qa[0][4 * k + 2], qa[1][4 * k + 2], qa[0][4 * k + 3], qa[1][4 * k + 3], tf32kv(kv.z), tf32kv(kv.w));
+            mma_tf32(s, qa[0][4 * k], qa[1][4 * k], qa[0][4 * k + 1], qa[1][4 * k + 1], __float_as_uint(kv.x), __float_as_uint(kv.y));
+            mma_tf32(s, qa[0][4 * k + 2], qa[1][4 * k + 2], qa[0][4 * k + 3], qa[1][4 * k + 3], __float_as_uint(kv.z), __float_as_uint(kv.w));
         }
     } else {
         const uint4 k0 = *(const uint4 *)(krow + ((c ^ sw) * 8));
@@ -133,14 +132,14 @@ __device__ __forceinline__ void pv_step(float acc[8][4], const T (*vst)[DSWA_HEA
         const float4 x01 = *(const float4 *)(v0 + (((8 + g) ^ s0) * 4));
         const float4 x10 = *(const float4 *)(v1 + ((g ^ s1) * 4));
         const float4 x11 = *(const float4 *)(v1 + (((8 + g) ^ s1) * 4));
-        mma_tf32(acc[0], a0, a1, a2, a3, tf32kv(x00.x), tf32kv(x10.x));
-        mma_tf32(acc[1], a0, a1, a2, a3, tf32kv(x00.y), tf32kv(x10.y));
-        mma_tf32(acc[2], a0, a1, a2, a3, tf32kv(x00.z), tf32kv(x10.z));
-        mma_tf32(acc[3], a0, a1, a2, a3, tf32kv(x00.w), tf32kv(x10.w));
-        mma_tf32(acc[4], a0, a1, a2, a3, tf32kv(x01.x), tf32kv(x11.x));
-        mma_tf32(acc[5], a0, a1, a2, a3, tf32kv(x01.y), tf32kv(x11.y));
-        mma_tf32(acc[6], a0, a1, a2, a3, tf32kv(x01.z), tf32kv(x11.z));
-        mma_tf32(acc[7], a0, a1, a2, a3, tf32kv(x01.w), tf32kv(x11.w));
+        mma_tf32(acc[0], a0, a1, a2, a3, __float_as_uint(x00.x), __float_as_uint(x10.x));
+        mma_tf32(acc[1], a0, a1, a2, a3, __float_as_uint(x00.y), __float_as_uint(x10.y));
+        mma_tf32(acc[2], a0, a1, a2, a3, __float_as_uint(x00.z), __float_as_uint(x10.z));
+        mma_tf32(acc[3], a0, a1, a2, a3, __float_as_uint(x00.w), __float_as_uint(x10.w));
+        mma_tf32(acc[4], a0, a1, a2, a3, __float_as_uint(x01.x), __float_as_uint(x11.x));
+        mma_tf32(acc[5], a0, a1, a2, a3, __float_as_uint(x01.y), __float_as_uint(x11.y));
+        mma_tf32(acc[6], a0, a1, a2, a3, __float_as_uint(x01.z), __float_as_uint(x11.z));
+        mma_tf32(acc[7], a0, a1, a2, a3, __float_as_uint(x01.w), __float_as_uint(x11.w));
     } else {
         const uint32_t a[4] = {pack2<T>(pm[0][0], pm[0][1]), pack2<T>(pm[0][2], pm[0][3]),
                                pack2<T>(pm[1][0], pm[1][1]), pack2<T>(pm[1][2], pm[1][3])};
@@ -294,18 +293,17 @@ __device__ __forceinline__ void dswa_fwd_wide(const T *__restrict__ q, const T *
                            o_sh);
 }
 
-DSWA_ENTRY(dswa_fwd_wide_f32_tf32, float, dswa_fwd_wide, 1)
-DSWA_ENTRY(dswa_fwd_wide_f16, __half, dswa_fwd_wide, 1)
-DSWA_ENTRY(dswa_fwd_wide_bf16, __nv_bfloat16, dswa_fwd_wide, 1)
-
-/* Launcher. */
-extern "C" dswa_status dswa_launch_wide(dswa_dtype dtype, const dswa_kargs *a, int batch,
-                                        int heads, const void *q, const void *k, const void *v,
-                                        void *out, cudaStream_t stream) {
-    switch (dtype) {
-    case DSWA_F32: return dswa_launch_entry((const void *)dswa_fwd_wide_f32_tf32, "dswa_fwd_wide_f32_tf32", a, 1, batch, heads, q, k, v, out, stream);
-    case DSWA_F16: return dswa_launch_entry((const void *)dswa_fwd_wide_f16, "dswa_fwd_wide_f16", a, 1, batch, heads, q, k, v, out, stream);
-    case DSWA_BF16: return dswa_launch_entry((const void *)dswa_fwd_wide_bf16, "dswa_fwd_wide_bf16", a, 1, batch, heads, q, k, v, out, stream);
+/* The entries (kernels.h's DSWA_WIDE_KERNELS): plain C names and TensorRT's argument order. */
+#define WIDE_ENTRY(entry, dtype, math, T, blocks_per_sm)                                      \
+    extern "C" __global__ void __launch_bounds__(DSWA_THREADS, blocks_per_sm)                \
+        entry(DSWA_KERNEL_PARAMS(T)) {                                                       \
+        dswa_fwd_wide<T>(DSWA_KERNEL_ARG_NAMES);                                             \
     }
-    return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "dtype = %d: unknown", (int)dtype);
+DSWA_WIDE_KERNELS(WIDE_ENTRY)
+
+/* The entry functions in registry order, for the launcher (launch.h). */
+#define WIDE_FUNCTION(entry, dtype, math, T, blocks_per_sm) (const void *)entry,
+extern "C" const void *dswa_wide_entry_function(int index) {
+    static const void *const functions[] = {DSWA_WIDE_KERNELS(WIDE_FUNCTION)};
+    return functions[index];
 }

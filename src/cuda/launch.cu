@@ -1,13 +1,16 @@
-/* The CUDA backend's host side: device probing, the checks the kernels need beyond the shared
-   validation (head_dim, dtype, alignment of 16-byte vector accesses, int32 scalar ranges), the
-   int32 argument list, and dispatch to the kernel for the dtype. Nothing here allocates,
-   synchronizes or compiles: a launch is capturable in a CUDA graph. */
-#include <math.h>
+/* The CUDA launcher: device probing, the checks the kernels need beyond the shared validation
+   (head_dim, alignment of 16-byte vector accesses, int32 scalar ranges), the int32 extras, the
+   kernel the registry picks (kernels.h) and its launch with the argument array generated from
+   kernel_args.h. Nothing here allocates, synchronizes or compiles: a launch is capturable in a
+   CUDA graph. */
+#include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda/common.cuh"
+#include "core/internal.h"
+#include "cuda/kernels.h"
+#include "cuda/launch.h"
 
 /* Compute capability (major) per device, probed once: the launch path then costs one
    cudaGetDevice. 0 = not probed yet. */
@@ -49,8 +52,9 @@ static dswa_status to_int32(const char *field, int64_t x, int *dst) {
     return DSWA_OK;
 }
 
+/* Checks a view's pointer and strides and writes its batch, seq, (pair,) head strides to dst. */
 static dswa_status check_view(const char *name, const void *ptr, const dswa_layout *l, int pairs,
-                              int vec, int *dst) {
+                              int vec, int *const dst[4]) {
     static const char *const dn[5] = {"batch", "seq", "pair", "head", "dim"};
     const int64_t s[5] = {l->batch, l->seq, l->pair, l->head, l->dim};
     char field[32];
@@ -67,7 +71,7 @@ static dswa_status check_view(const char *name, const void *ptr, const dswa_layo
             return dswa_fail(DSWA_ERR_MISALIGNED, "%s = %lld: the CUDA kernel reads rows as "
                              "16-byte vectors, so strides must be multiples of %d elements",
                              field, (long long)s[i], vec);
-        dswa_status st = to_int32(field, s[i], &dst[o++]);
+        dswa_status st = to_int32(field, s[i], dst[o++]);
         if (st) return st;
     }
     return DSWA_OK;
@@ -87,14 +91,18 @@ extern "C" dswa_status dswa_cuda_kargs(const dswa_problem *p, const void *q, con
                          p->heads > 65535 ? "heads" : "batch",
                          p->heads > 65535 ? p->heads : p->batch);
     const int vec = 16 / (int)dswa_dtype_size(p->dtype);
-    if ((s = check_view("q", q, &p->q, 2, vec, a->q)) || (s = check_view("k", k, &p->k, 2, vec, a->k)) ||
-        (s = check_view("v", v, &p->v, 2, vec, a->v)) || (s = check_view("out", out, &p->out, 1, vec, a->o)))
+    int *const qs[4] = {&a->q_sb, &a->q_sn, &a->q_sp, &a->q_sh};
+    int *const ks[4] = {&a->k_sb, &a->k_sn, &a->k_sp, &a->k_sh};
+    int *const vs[4] = {&a->v_sb, &a->v_sn, &a->v_sp, &a->v_sh};
+    int *const os[4] = {&a->o_sb, &a->o_sn, &a->o_sh, NULL};
+    if ((s = check_view("q", q, &p->q, 2, vec, qs)) || (s = check_view("k", k, &p->k, 2, vec, ks)) ||
+        (s = check_view("v", v, &p->v, 2, vec, vs)) || (s = check_view("out", out, &p->out, 1, vec, os)))
         return s;
     a->n = p->seq_len;
     /* A window wider than the sequence sees the same keys as one of N - 1. */
     a->wl = p->window_left < p->seq_len ? p->window_left : p->seq_len - 1;
     a->wr = p->window_right < p->seq_len ? p->window_right : p->seq_len - 1;
-    if (p->dtype == DSWA_F32 && p->math == DSWA_MATH_FP32 && a->wl + a->wr > DSWA_BAND_MAX_SPAN)
+    if (!dswa_kernel_pick(p->dtype, p->math, a->wl, a->wr))
         return dswa_fail(DSWA_ERR_UNSUPPORTED, "math = fp32 with window_left + window_right = %d: "
                          "the fp32-accurate CUDA kernel takes windows up to %d keys in all "
                          "(DSWA_MATH_TF32 takes any)", a->wl + a->wr, DSWA_BAND_MAX_SPAN);
@@ -123,7 +131,14 @@ extern "C" dswa_status dswa_cuda_launch(const dswa_problem *p0, const void *q, c
     const dswa_problem *p = &pz;
     dswa_status s = dswa_cuda_kargs(p, q, k, v, out, &a);
     if (s) return s;
-    if (a.wl + a.wr <= DSWA_BAND_MAX_SPAN)
-        return dswa_launch_band(p->dtype, p->math, &a, p->batch, p->heads, q, k, v, out, (cudaStream_t)stream);
-    return dswa_launch_wide(p->dtype, &a, p->batch, p->heads, q, k, v, out, (cudaStream_t)stream);
+    const dswa_kernel *kern = dswa_kernel_pick(p->dtype, p->math, a.wl, a.wr); /* non-NULL: kargs checked */
+    const int index = (int)(kern - dswa_kernels), n_band = dswa_band_kernel_count;
+    const void *fn = index < n_band ? dswa_band_entry_function(index) : dswa_wide_entry_function(index - n_band);
+    const dim3 grid((unsigned)((a.n + DSWA_TILE - 1) / DSWA_TILE), (unsigned)p->heads, (unsigned)p->batch);
+    void *args[DSWA_KERNEL_ARG_COUNT] = {DSWA_LAUNCH_ARGS(&a)};
+    cudaError_t e = cudaLaunchKernel(fn, grid, dim3(DSWA_THREADS), args, 0, (cudaStream_t)stream);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return dswa_fail(DSWA_ERR_CUDA, "launch of %s failed: %s", kern->entry, cudaGetErrorString(e));
+    return DSWA_OK;
 }

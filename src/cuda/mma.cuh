@@ -5,12 +5,6 @@
 
 #include "cuda/common.cuh"
 
-/* Round K/V to TF32 (1) or let the tensor core truncate their low mantissa bits (0). */
-#ifndef DSWA_KV_CVT
-#define DSWA_KV_CVT 0
-#endif
-
-
 /* Where chunk u of a row lives: u ^ swz(row). f32 (16 chunks a row): quads read rows g, g+1 at
    chunks 4k+c, and rows 2c (2c+1) at chunks g, 8+g. 16-bit (8 chunks a row): quads read rows
    g, g+1 at chunks c, 4+c, and ldmatrix reads 8 consecutive rows at one chunk. */
@@ -30,14 +24,6 @@ __device__ __forceinline__ float dswa_exp2(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
-}
-
-__device__ __forceinline__ uint32_t tf32kv(float x) {
-#if DSWA_KV_CVT
-    return tf32(x);
-#else
-    return __float_as_uint(x);
-#endif
 }
 
 __device__ __forceinline__ void mma_tf32(float d[4], uint32_t a0, uint32_t a1, uint32_t a2,
@@ -124,43 +110,6 @@ __device__ __forceinline__ bool dswa_store_rows(T *orow0, int o_sn, int i, int n
         }
     }
     return nf == 0.f;
-}
-
-/* The kernel entries: plain C names (so the PTX entry is what TensorRT's loader is told) and
-   TensorRT's argument order. */
-#define DSWA_KERNEL_PARAMS(T)                                                                  \
-    const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, int n, int wl,   \
-        int wr, int scale_bits, int lambda_bits, int q_sb, int q_sn, int q_sp, int q_sh,         \
-        int k_sb, int k_sn, int k_sp, int k_sh, int v_sb, int v_sn, int v_sp, int v_sh,          \
-        int o_sb, int o_sn, int o_sh, T *__restrict__ out
-#define DSWA_KERNEL_ARGS                                                                       \
-    q, k, v, n, wl, wr, scale_bits, lambda_bits, q_sb, q_sn, q_sp, q_sh, k_sb, k_sn, k_sp, k_sh, \
-        v_sb, v_sn, v_sp, v_sh, o_sb, o_sn, o_sh, out
-#define DSWA_ENTRY(name, T, body, min_blocks)                                                  \
-    extern "C" __global__ void __launch_bounds__(DSWA_THREADS, min_blocks)                     \
-        name(DSWA_KERNEL_PARAMS(T)) {                                                          \
-        body<T>(DSWA_KERNEL_ARGS);                                                             \
-    }
-
-/* Launches `kernel` with the library's arguments: what the library runs is exactly the entry
-   TensorRT would run. */
-static inline dswa_status dswa_launch_entry(const void *kernel, const char *name,
-                                            const dswa_kargs *a, int strip, int batch, int heads,
-                                            const void *q, const void *k, const void *v,
-                                            void *out, cudaStream_t stream) {
-    const int tiles = (a->n + DSWA_TILE - 1) / DSWA_TILE;
-    const dim3 grid((unsigned)((tiles + strip - 1) / strip), (unsigned)heads, (unsigned)batch);
-    void *args[24] = {(void *)&q, (void *)&k, (void *)&v, (void *)&a->n, (void *)&a->wl,
-                      (void *)&a->wr, (void *)&a->scale_bits, (void *)&a->lambda_bits,
-                      (void *)&a->q[0], (void *)&a->q[1], (void *)&a->q[2], (void *)&a->q[3],
-                      (void *)&a->k[0], (void *)&a->k[1], (void *)&a->k[2], (void *)&a->k[3],
-                      (void *)&a->v[0], (void *)&a->v[1], (void *)&a->v[2], (void *)&a->v[3],
-                      (void *)&a->o[0], (void *)&a->o[1], (void *)&a->o[2], (void *)&out};
-    cudaError_t e = cudaLaunchKernel(kernel, grid, dim3(DSWA_THREADS), args, 0, stream);
-    if (e == cudaSuccess) e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return dswa_fail(DSWA_ERR_CUDA, "launch of %s failed: %s", name, cudaGetErrorString(e));
-    return DSWA_OK;
 }
 
 #endif

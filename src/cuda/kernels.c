@@ -1,0 +1,21 @@
+/* The kernel registry (kernels.h) as data, and the kernel-pick rule. Plain C: the AOT export
+   reads it too, and it builds without nvcc. */
+#include "cuda/kernels.h"
+
+#define DSWA_BAND_ROW_(entry, dtype, math, T, blocks) {#entry, "band", dtype, math, blocks, DSWA_BAND_MAX_SPAN},
+#define DSWA_WIDE_ROW_(entry, dtype, math, T, blocks) {#entry, "wide", dtype, math, blocks, -1},
+const dswa_kernel dswa_kernels[] = {DSWA_BAND_KERNELS(DSWA_BAND_ROW_) DSWA_WIDE_KERNELS(DSWA_WIDE_ROW_)};
+const int dswa_kernel_count = (int)(sizeof dswa_kernels / sizeof dswa_kernels[0]);
+#define DSWA_ONE_(entry, dtype, math, T, blocks) +1
+const int dswa_band_kernel_count = 0 DSWA_BAND_KERNELS(DSWA_ONE_);
+
+const dswa_kernel *dswa_kernel_pick(dswa_dtype dtype, dswa_math math, int32_t wl, int32_t wr) {
+    const dswa_math m = dtype != DSWA_F32 ? DSWA_MATH_DEFAULT
+                        : math == DSWA_MATH_FP32 ? DSWA_MATH_FP32 : DSWA_MATH_TF32;
+    const int band = wl >= 0 && wr >= 0 && (int64_t)wl + wr <= DSWA_BAND_MAX_SPAN;
+    for (int i = 0; i < dswa_kernel_count; i++)
+        if (dswa_kernels[i].dtype == dtype && dswa_kernels[i].math == m &&
+            (dswa_kernels[i].max_span >= 0) == band)
+            return &dswa_kernels[i];
+    return NULL;
+}

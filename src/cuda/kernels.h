@@ -1,0 +1,62 @@
+/* The kernel registry: every CUDA kernel entry, with what it computes and how it is built, and
+   the one rule that picks the kernel for a problem (dswa_kernel_pick), read by the launcher
+   (src/cuda/launch.cu) and the AOT export (src/aot/export.c) alike. Plain C.
+
+   Two families. The band kernel (src/cuda/kernel_band.cu) holds the block's whole key band in
+   shared memory, so it takes windows with window_left + window_right <= DSWA_BAND_MAX_SPAN;
+   the wide kernel (src/cuda/kernel_wide.cu) streams keys and takes any window. Each family has
+   an entry per element type, and the band family a second f32 entry for DSWA_MATH_FP32. */
+#ifndef DSWA_CUDA_KERNELS_H
+#define DSWA_CUDA_KERNELS_H
+
+#include <stdint.h>
+#include "dswa.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DSWA_WARPS 4                 /* warps per block, each owning 16 queries */
+#define DSWA_TILE (16 * DSWA_WARPS)  /* queries per block: grid (ceil(N / 64), H, B) */
+#define DSWA_THREADS (32 * DSWA_WARPS)
+#define DSWA_HEAD_DIM 64             /* the only head_dim the kernels take */
+#define DSWA_BAND_MAX_SPAN 48        /* the band family's largest window_left + window_right */
+
+/* X(entry, dtype, math, element type, blocks per SM). The blocks per SM are the entry's
+   __launch_bounds__ minimum, which caps its registers: 4 blocks (16 warps) keep enough loads in
+   flight; the fp32-accurate entry holds low parts too and gets 3 (measurements in
+   docs/PERF.md). The wide kernel is not tuned (1). */
+#define DSWA_BAND_KERNELS(X)                                                \
+    X(dswa_fwd_f32_tf32, DSWA_F32, DSWA_MATH_TF32, float, 4)                \
+    X(dswa_fwd_f32_fp32, DSWA_F32, DSWA_MATH_FP32, float, 3)                \
+    X(dswa_fwd_f16, DSWA_F16, DSWA_MATH_DEFAULT, __half, 4)                 \
+    X(dswa_fwd_bf16, DSWA_BF16, DSWA_MATH_DEFAULT, __nv_bfloat16, 4)
+#define DSWA_WIDE_KERNELS(X)                                                \
+    X(dswa_fwd_wide_f32_tf32, DSWA_F32, DSWA_MATH_TF32, float, 1)           \
+    X(dswa_fwd_wide_f16, DSWA_F16, DSWA_MATH_DEFAULT, __half, 1)            \
+    X(dswa_fwd_wide_bf16, DSWA_BF16, DSWA_MATH_DEFAULT, __nv_bfloat16, 1)
+
+typedef struct dswa_kernel {
+    const char *entry;    /* the PTX .entry and C name, e.g. "dswa_fwd_bf16" */
+    const char *family;   /* "band" or "wide" */
+    dswa_dtype dtype;
+    dswa_math math;       /* f32: DSWA_MATH_TF32 or DSWA_MATH_FP32; 16-bit: DSWA_MATH_DEFAULT */
+    int blocks_per_sm;
+    int max_span;         /* band: DSWA_BAND_MAX_SPAN; wide: -1 (any) */
+} dswa_kernel;
+
+/* In registry order: the band entries, then the wide ones, each in its X-list's order. */
+extern const dswa_kernel dswa_kernels[];
+extern const int dswa_kernel_count;
+extern const int dswa_band_kernel_count; /* the first this many rows are the band family */
+
+/* The kernel for dtype and math (DSWA_MATH_DEFAULT with f32 is TF32; 16-bit ignores math) and
+   windows wl, wr (as launched: already clamped to N - 1; both < 0: any window). The band
+   family when wl + wr <= DSWA_BAND_MAX_SPAN, else the wide one; NULL when none exists (the
+   fp32-accurate math is band-only) or the dtype is unknown. */
+const dswa_kernel *dswa_kernel_pick(dswa_dtype dtype, dswa_math math, int32_t wl, int32_t wr);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,26 @@
+/* The CUDA launcher's host interface to the rest of the library (src/cuda/launch.cu). */
+#ifndef DSWA_CUDA_LAUNCH_H
+#define DSWA_CUDA_LAUNCH_H
+
+#include "dswa.h"
+#include "cuda/kernel_args.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Checks what the CUDA kernels need beyond validation (head_dim, alignment, int32 ranges, the
+   fp32-accurate math's window limit) and fills the int32 extras as a launch passes them
+   (windows clamped to N - 1); a status with a message otherwise. */
+dswa_status dswa_cuda_kargs(const dswa_problem *p, const void *q, const void *k, const void *v,
+                            const void *out, dswa_kargs *a);
+
+/* The entry functions of each family, in the order of its X-list in kernels.h (defined beside
+   the kernels, in kernel_band.cu and kernel_wide.cu). */
+const void *dswa_band_entry_function(int index);
+const void *dswa_wide_entry_function(int index);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
