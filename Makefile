@@ -106,8 +106,7 @@ $(BUILD)/dswa: $(TOOL_C) $(wildcard tools/*.h tools/ptx_fit/*.h) include/dswa.h 
 # The tests of tools/ptx_fit (test_ptx_fit; test_aot assembles with its ptxas) link its sources.
 $(BUILD)/tests/test_ptx_fit $(BUILD)/tests/test_aot: EXTRA_TEST_SRC := -Itools $(PTX_FIT_C)
 $(BUILD)/tests/test_ptx_fit $(BUILD)/tests/test_aot: $(PTX_FIT_C) $(wildcard tools/ptx_fit/*.h)
-# (every test source: test_cuda_cases.c includes test_cpu.c)
-$(BUILD)/tests/%: tests/%.c $(TESTS_C) $(wildcard tests/lib/*.h) $(BUILD)/libdswa.a $(TEST_LIB_OBJ) | $(BUILD)/tests
+$(BUILD)/tests/%: tests/%.c $(wildcard tests/lib/*.h) $(BUILD)/libdswa.a $(TEST_LIB_OBJ) | $(BUILD)/tests
 	$(CC) $(CFLAGS) -Itests/lib -o $@ $< $(EXTRA_TEST_SRC) $(TEST_LIB_OBJ) $(BUILD)/libdswa.a $(CUDA_LIBS) $(LDLIBS)
 
 $(BUILD)/obj $(BUILD)/tests:

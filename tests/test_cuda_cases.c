@@ -1,3 +1,4 @@
-/* Every case of tests/test_cpu.c, through dswa_forward_cuda (see the top of that file). */
-#define DSWA_TEST_ON_CUDA 1
-#include "test_cpu.c"
+/* dswa_forward_cuda through every backend case of tests/lib/cases.c (skipped without a GPU). */
+#include "cases.h"
+
+int main(void) { return tu_backend_cases(1); }

@@ -409,7 +409,7 @@ static void test_helpers(void) {
         dswa_problem s = dswa_problem_default(3, 100, 2, 32, 5);
         CHECK(dswa_min_bytes(&s) == 3.0 * 100 * 2 * 32 * 4 * 7, "min_bytes B=3: %.0f", dswa_min_bytes(&s));
     }
-    {   /* 4352 tokens of SAME-L f32: 187 MB, as SPEC.md's table */
+    {   /* 4352 tokens of SAME-L f32: 187 MB (the op specification's table) */
         dswa_problem s = dswa_problem_default(1, 4352, 24, 64, 17);
         CHECK(fabs(dswa_min_bytes(&s) / 1e6 - 187.17) < 0.01, "min_bytes L=256: %.2f MB", dswa_min_bytes(&s) / 1e6);
     }

@@ -1,5 +1,5 @@
 /* AOT export for TensorRT (dswa.h: dswa_aot_*): serves the PTX that the build embedded (one
- * module per kernel entry and architecture, see src/aot_ptx.h and scripts/ptx_embed.c) as
+ * module per kernel entry and architecture, see ptx_blobs.h and ptx_embed.c) as
  * TensorRT's AOT plugin path loads it, together with everything an aot_impl needs to launch it.
  *
  * What it does to the PTX, and why:
@@ -18,7 +18,7 @@
  *    source and flags as the library's own machine code.
  *
  * The argument list (input pointers, 20 int32 extras, the output pointer) is the one
- * src/cuda_launch.cu computes for a launch (dswa_cuda_kargs); dswa_aot_kernel_for reuses it,
+ * src/cuda/launch.cu computes for a launch (dswa_cuda_kargs); dswa_aot_kernel_for reuses it,
  * so the values it reports are the ones the library would pass. */
 #include <stddef.h>
 #include <stdint.h>

@@ -1,8 +1,8 @@
-/* The table of embedded PTX modules that the build generates (scripts/ptx_embed.c writes
+/* The table of embedded PTX modules that the build generates (src/aot/ptx_embed.c writes
    $(BUILD)/aot/aot_ptx_data.c from `nvcc -ptx` output; see the Makefile's "AOT PTX" section)
-   and src/aot_export.c serves. Internal: not part of the public contract. */
-#ifndef DSWA_AOT_PTX_H
-#define DSWA_AOT_PTX_H
+   and src/aot/export.c serves. Internal: not part of the public contract. */
+#ifndef DSWA_AOT_PTX_BLOBS_H
+#define DSWA_AOT_PTX_BLOBS_H
 
 #include <stddef.h>
 

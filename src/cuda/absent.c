@@ -1,4 +1,4 @@
-/* The CUDA backend of a build without nvcc: validation still runs (in api.c), then every
+/* The CUDA backend of a build without nvcc: validation still runs (src/core/api.c), then every
    call reports DSWA_ERR_NO_DEVICE. */
 #include "core/internal.h"
 

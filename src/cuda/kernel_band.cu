@@ -1,6 +1,6 @@
 /* Differential sliding-window attention for windows with WL + WR <= 48 (SAME-L has 34), on
  * tensor cores (sm_80+): f32 inputs with TF32 math (mma m16n8k8), f16/bf16 with mma m16n8k16,
- * fp32 accumulation, one rounding at the store. Wider windows go to cuda_kernel_wide.cu.
+ * fp32 accumulation, one rounding at the store. Wider windows go to kernel_wide.cu.
  *
  * What it computes: for one batch b, one output head h and a tile of 64 queries,
  *   out = softmax(s_0) V_0 - lambda softmax(s_1) V_1
@@ -26,11 +26,11 @@
  *    p = 2^(s qscale - max qscale) in one FFMA (Q carries the scale's sign); f32 scales each
  *    score first.
  *  - Fragment layouts, the head-dimension permutation that turns every Q/K/V access into a
- *    16-byte load, and the bank-conflict-free swizzles are those of cuda_mma.cuh.
+ *    16-byte load, and the bank-conflict-free swizzles are those of mma.cuh.
  *  - Q after the tile's first rows arrives through the ring as phases of its own (see the
- *    phases below; measured against register loads in docs/PERF.md, session 6).
+ *    phases below; measured against register loads in docs/PERF.md).
  *  - Masked scores are replaced by -inf; a non-finite result sends the warp to the exact
- *    scalar path of cuda_common.cuh (a NaN in V must not leak through 0 * NaN in the mma).
+ *    scalar path of common.cuh (a NaN in V must not leak through 0 * NaN in the mma).
  *  - DSWA_MATH_FP32 (entry dswa_fwd_f32_fp32) is the same kernel with every f32 product done
  *    as three TF32 products (see split_hi); it needs more registers, so 3 blocks per SM.
  *
@@ -58,7 +58,7 @@
    at the start, beside the first two phases) arrive through the ring as phases of their own
    (64 rows), read into registers at their step, so no Q load waits on DRAM between two phases:
    f32 K0lo Q0hi K0hi V0.. Q1lo K1lo Q1hi K1hi V1.. (shared V: K0lo Q0hi K0hi Q1lo K1lo Q1hi K1hi
-   V..); 16-bit K0 V0 Q1 K1 V1 (shared V: K0 Q1 K1 V). Measured in docs/PERF.md (session 6). */
+   V..); 16-bit K0 V0 Q1 K1 V1 (shared V: K0 Q1 K1 V). Measured in docs/PERF.md. */
 template <typename T, int SHARED> struct band_phases {
     enum { HALVES = sizeof(T) == 4 ? 2 : 1, N = (SHARED ? 3 : 4) * HALVES + 2 * HALVES - 1 };
     /* code: kind (0 K, 1 V, 2 Q) * 4 + pair * 2 + half */
@@ -190,7 +190,7 @@ __device__ __forceinline__ void band_load_q(uint32_t qa[4][4], uint32_t qlo[4][4
     band_prep_q<T, SPLIT>(qa, qlo, w, c);
 }
 /* The same from a Q phase in the ring : block rows 16 warp + g (+8), chunks 4x + c of
-   the half, through the f32 swizzle (conflict-free for this pattern, see cuda_mma.cuh). */
+   the half, through the f32 swizzle (conflict-free for this pattern, see mma.cuh). */
 template <typename T, int SPLIT>
 __device__ __forceinline__ void band_smem_q(uint32_t qa[4][4], uint32_t qlo[4][4], const band_buf &buf,
                                             const band_ctx<T> &c, int warp) {

@@ -1,6 +1,6 @@
 /* Differential sliding-window attention for any window (the general path), on tensor cores
  * (sm_80+): f32 inputs with TF32 math (mma m16n8k8), f16/bf16 with mma m16n8k16, fp32
- * accumulation. The band kernel (cuda_kernel_band.cu) is faster and takes WL + WR <= 48; this
+ * accumulation. The band kernel (kernel_band.cu) is faster and takes WL + WR <= 48; this
  * one takes the rest.
  *
  * What it computes: for one batch b, one output head h and a tile of 64 queries, both heads of
@@ -11,7 +11,7 @@
  * [i0 - WL, i0 + 63 + WR] stream through a ring of 16 KB chunks (K and V of one pair: 32 rows in
  * f32, 64 in 16-bit) with an online softmax over chunks; each K/V row the block needs is read
  * once and used by its 4 warps, and a warp skips the 8-key tiles outside its band. Fragment
- * layouts, the head-dimension permutation and the swizzles are those of cuda_mma.cuh.
+ * layouts, the head-dimension permutation and the swizzles are those of mma.cuh.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>

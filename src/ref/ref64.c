@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/internal.h"
-#include "ref/ref64.h"
 
 /* 2^e as a double, built from its bits (e in the normal range). */
 static double pow2(int e) {
@@ -63,14 +62,11 @@ static double load(const void *buf, int64_t idx, dswa_dtype dtype) {
     return NAN;
 }
 
-/* Element offsets of the views: inputs [b, i, p, h, d], output [b, i, h, d]. */
+/* Element offset of [b, i, p, h, d] in an input view. */
 static int64_t in_offset(const dswa_layout *l, int64_t b, int64_t i, int64_t p, int64_t h, int64_t d) {
     return b * l->batch + i * l->seq + p * l->pair + h * l->head + d * l->dim;
 }
 
-static int64_t out_offset(const dswa_layout *l, int64_t b, int64_t i, int64_t h, int64_t d) {
-    return b * l->batch + i * l->seq + h * l->head + d * l->dim;
-}
 
 /* A[(i - i0) * D + d] = a_pr[d] of queries i in [i0, i1) for batch b, head h, pair pr.
    The K and V rows that these queries see are decoded once, then each query is a plain
@@ -180,52 +176,4 @@ dswa_status dswa_reference_rows(const dswa_problem *p, const void *q, const void
     if (forward_rows(p, q, k, v, row_begin, row_end, out))
         return dswa_fail(DSWA_ERR_OUT_OF_MEMORY, "out of memory for the reference's scratch rows");
     return DSWA_OK;
-}
-
-/* ---- transitional: the interface tools/ref.c reads until it moves to dswa_reference_rows -- */
-
-void ref64_forward_rows(const dswa_problem *p, const void *q, const void *k, const void *v,
-                        int64_t row_begin, int64_t row_end, double *out_dense) {
-    if (row_begin < 0) row_begin = 0;
-    if (row_end > p->seq_len) row_end = p->seq_len;
-    if (forward_rows(p, q, k, v, row_begin, row_end, out_dense)) abort();
-}
-
-void ref64_acc_init(ref64_acc *a) { memset(a, 0, sizeof *a); }
-
-void ref64_acc_rows(ref64_acc *a, const dswa_problem *p, const void *out,
-                    const double *ref_dense, int64_t row_begin, int64_t row_end) {
-    const int64_t B = p->batch, N = p->seq_len, H = p->heads, D = p->head_dim;
-    if (row_begin < 0) row_begin = 0;
-    if (row_end > N) row_end = N;
-    const int64_t R = row_end - row_begin;
-    if (R <= 0 || B <= 0) return;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t i = row_begin; i < row_end; i++)
-            for (int64_t h = 0; h < H; h++)
-                for (int64_t d = 0; d < D; d++) {
-                    const double r = ref_dense[((b * R + (i - row_begin)) * H + h) * D + d];
-                    const double o = load(out, out_offset(&p->out, b, i, h, d), p->dtype);
-                    if (isfinite(r) && isfinite(o)) {
-                        const double e = o - r;
-                        a->diff2 += e * e;
-                        a->ref2 += r * r;
-                        if (fabs(e) > a->max_abs) a->max_abs = fabs(e);
-                        a->compared++;
-                    } else if (isnan(r) && isnan(o)) {
-                        a->nan_ok++;
-                    } else if (isinf(r) && r == o) {
-                        a->nan_ok++;   /* the same infinity */
-                    } else {
-                        a->mismatch++;
-                        a->max_abs = INFINITY;
-                    }
-                }
-}
-
-double ref64_acc_result(const ref64_acc *a) {
-    if (a->mismatch) return INFINITY;
-    if (a->diff2 == 0.0) return 0.0;
-    if (a->ref2 == 0.0) return INFINITY;
-    return sqrt(a->diff2) / sqrt(a->ref2);
 }
