@@ -137,6 +137,8 @@ run 0 "$dswa" ptx-fit "$tri" --keep 5 -o fit.ptx && grep -q '^\.target sm_90$' f
     grep -q 'removed (never reached by the body)' out || fail "ptx-fit"
 run 0 "$dswa" ptx-fit "$tri" --keep 5 && cmp -s out fit.ptx || fail "ptx-fit to stdout"
 full_last "$dswa" ptx-fit "$tri" --keep 5
+full "$dswa" ptx-fit "$tri" --keep 5 -o lost.ptx   # the report is lost: no file either
+absent lost.ptx; no_temps
 run 0 "$dswa" ptx-fit - --keep 5 <"$tri" && cmp -s out fit.ptx || fail "ptx-fit from stdin"
 # not text, or too big: stops at once
 for dev in /dev/zero /dev/urandom; do

@@ -4,6 +4,7 @@
    raised), prints what it found and changed, optionally assembles the result with ptxas, and
    writes it only when every step succeeded, so a refusal or a failed --verify leaves no
    output behind. */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,6 +165,12 @@ int cmd_ptx_fit(int argc, char **argv) {
     FILE *rep = to_file ? stdout : stderr;
     ptx_fit_print_report(rep, &r, in_path, o.align);
     int rc = verify_it ? verify(rep, &r) : 0;
+    if (rc == 0 && to_file && (fflush(stdout) != 0 || ferror(stdout))) {
+        /* the report was lost: the file is not written either */
+        fprintf(stderr, "dswa ptx-fit: cannot write to standard output: %s (nothing written)\n",
+                strerror(errno ? errno : EIO));
+        rc = 1;
+    }
     if (rc == 0) {
         cli_output out = {out_path ? out_path : "-", r.text, r.len};
         if (cli_write_outputs(cmd, &out, 1) != 0) rc = 1;
