@@ -354,7 +354,10 @@ static int put_all(FILE *f, const char *text, size_t len) {
 int cli_write_outputs(const char *cmd, const cli_output *out, int n) {
     char *tmp[8] = {0};
     int e = 0, bad = -1;
-    if (n > 8) n = 8;
+    if (n < 1 || n > 8) {
+        fprintf(stderr, "dswa %s: internal error: %d outputs (1 to 8 are written)\n", cmd, n);
+        return -1;
+    }
     const mode_t um = umask(0);
     umask(um);
     /* 1: every regular (or new) file into a temporary file beside it */
