@@ -1,6 +1,15 @@
-/* Differential sliding-window attention for windows with WL + WR <= 48 (SAME-L has 34), on
- * tensor cores (sm_80+): f32 inputs with TF32 math (mma m16n8k8), f16/bf16 with mma m16n8k16,
- * fp32 accumulation, one rounding at the store. Wider windows go to kernel_wide.cu.
+/* The band kernel: differential sliding-window attention for windows with WL + WR <= 48
+ * (SAME-L has 34), on tensor cores (sm_80+), fp32 accumulation, one rounding at the store.
+ * Wider windows go to kernel_wide.cu; the kernel is picked in kernels.c.
+ *
+ * Entries (kernels.h, DSWA_BAND_KERNELS), each dswa_fwd_band_impl<T, FP32>:
+ *   dswa_fwd_f32_tf32   f32, TF32 mma m16n8k8                         4 blocks per SM
+ *   dswa_fwd_f32_fp32   f32, every product as three TF32 products     3 blocks per SM
+ *   dswa_fwd_f16        f16, mma m16n8k16                              4 blocks per SM
+ *   dswa_fwd_bf16       bf16, mma m16n8k16                             4 blocks per SM
+ * and in each, two phase schedules picked per launch: V with 2H heads, or V shared by both
+ * pairs (v_sp == 0). In this file: the phases, their loads, Q, the window mask, scores, softmax,
+ * P.V, the phase loop of a tile, the kernel, its entries and the table the launcher reads.
  *
  * What it computes: for one batch b, one output head h and a tile of 64 queries,
  *   out = softmax(s_0) V_0 - lambda softmax(s_1) V_1
@@ -22,7 +31,7 @@
  *  - Per score, 2 instructions of masking: which band scores lie inside the window (and the
  *    sequence) is a bit mask computed once per block. Key tiles 0-6 are unconditional, the 8th
  *    exists only for WL + WR > 40. Interior blocks step one cp.async pointer by 16 rows.
- *  - Per-dtype tuning (BAND_FFMA_*; numbers in docs/PERF.md): 16-bit computes
+ *  - Per-dtype choice (BAND_FFMA; numbers in docs/PERF.md): 16-bit computes
  *    p = 2^(s qscale - max qscale) in one FFMA (Q carries the scale's sign); f32 scales each
  *    score first.
  *  - Fragment layouts, the head-dimension permutation that turns every Q/K/V access into a
@@ -44,7 +53,7 @@
 #include "cuda/mma.cuh"
 
 #define BAND_ROWS (DSWA_TILE + DSWA_BAND_MAX_SPAN) /* 112 key rows */
-#define BAND_NT ((16 + DSWA_BAND_MAX_SPAN) / 8)    /* 8-key tiles of one warp's band: 8 */
+#define BAND_KEY_TILES ((16 + DSWA_BAND_MAX_SPAN) / 8)    /* 8-key tiles of one warp's band: 8 */
 #define BAND_BUFS 3
 #define BAND_LOADS (BAND_ROWS * 8 / DSWA_THREADS)  /* 16-byte copies per thread per phase: 7 */
 /* The softmax's exponent: 16-bit computes p = 2^(s qscale - max qscale) in one FFMA (Q carries
@@ -61,16 +70,21 @@
    V..); 16-bit K0 V0 Q1 K1 V1 (shared V: K0 Q1 K1 V). Measured in docs/PERF.md. */
 template <typename T, int SHARED> struct band_phases {
     enum { HALVES = sizeof(T) == 4 ? 2 : 1, N = (SHARED ? 3 : 4) * HALVES + 2 * HALVES - 1 };
-    /* code: kind (0 K, 1 V, 2 Q) * 4 + pair * 2 + half */
+    /* A phase's code: what it loads (K, V or Q) * 4 + pair * 2 + head-dimension half. */
+    enum { K = 0, V = 1, Q = 2 };
+    static __device__ constexpr int load(int what, int pair, int half) { return 4 * what + 2 * pair + half; }
     static __device__ constexpr int code(int ph) {
-        const int f2h[11] = {0, 8 + 1, 1, 4, 5, 8 + 2, 2, 8 + 3, 3, 4 + 2, 4 + 3};
-        const int fsh[9] = {0, 8 + 1, 1, 8 + 2, 2, 8 + 3, 3, 4, 5};
-        const int h2h[5] = {0, 4, 8 + 2, 2, 4 + 2};
-        const int hsh[4] = {0, 8 + 2, 2, 4};
-        return HALVES == 2 ? (SHARED ? fsh[ph] : f2h[ph]) : (SHARED ? hsh[ph] : h2h[ph]);
+        const int f32[11] = {load(K, 0, 0), load(Q, 0, 1), load(K, 0, 1), load(V, 0, 0), load(V, 0, 1),
+                             load(Q, 1, 0), load(K, 1, 0), load(Q, 1, 1), load(K, 1, 1), load(V, 1, 0),
+                             load(V, 1, 1)};
+        const int f32_shared_v[9] = {load(K, 0, 0), load(Q, 0, 1), load(K, 0, 1), load(Q, 1, 0), load(K, 1, 0),
+                                     load(Q, 1, 1), load(K, 1, 1), load(V, 0, 0), load(V, 0, 1)};
+        const int b16[5] = {load(K, 0, 0), load(V, 0, 0), load(Q, 1, 0), load(K, 1, 0), load(V, 1, 0)};
+        const int b16_shared_v[4] = {load(K, 0, 0), load(Q, 1, 0), load(K, 1, 0), load(V, 0, 0)};
+        return HALVES == 2 ? (SHARED ? f32_shared_v[ph] : f32[ph]) : (SHARED ? b16_shared_v[ph] : b16[ph]);
     }
-    static __device__ constexpr int is_v(int ph) { return code(ph) >> 2 == 1; }
-    static __device__ constexpr int is_q(int ph) { return code(ph) >> 2 == 2; }
+    static __device__ constexpr int is_v(int ph) { return code(ph) >> 2 == V; }
+    static __device__ constexpr int is_q(int ph) { return code(ph) >> 2 == Q; }
     static __device__ constexpr int pair(int ph) { return (code(ph) >> 1) & 1; }
     static __device__ constexpr int half(int ph) { return code(ph) & 1; }
     static __device__ constexpr int first_v(int ph = 0) { return is_v(ph) ? ph : first_v(ph + 1); }
@@ -78,7 +92,7 @@ template <typename T, int SHARED> struct band_phases {
 
 typedef uint4 band_buf[BAND_ROWS][8]; /* 16-byte chunks, swizzled per row */
 
-/* DSWA_MATH_FP32 ("split") runs every f32 product as three TF32 products, a*b ~ ah*bh +
+/* DSWA_MATH_FP32 (template parameter FP32) runs every f32 product as three TF32 products, a*b ~ ah*bh +
    ah*bl + al*bh with ah = a truncated to TF32 and al = a - ah (exact in fp32, then truncated
    by the tensor core): relative error ~2^-21 instead of TF32's 2^-11. */
 __device__ __forceinline__ uint32_t split_hi(uint32_t x) { return x & 0xffffe000u; }
@@ -98,7 +112,7 @@ template <typename T> struct band_ctx {
     int n, nkeys, kstart, wl;
     int q_sn, q_sp, k_sn, k_sp, v_sn, v_sp;
     bool interior;  /* rows kstart .. kstart + BAND_ROWS - 1 all inside the sequence */
-    bool t7;        /* the band needs its 8th key tile (span > 40) */
+    bool tile8;        /* the band needs its 8th key tile (span > 40) */
     float scale;
 };
 
@@ -139,12 +153,12 @@ __device__ __forceinline__ void band_load(band_buf &buf, const band_ctx<T> &c, i
     }
 }
 
-/* Q fragments of pair p (f32: half hf of the head dimension) for this thread's rows i and
-   i+8: f32 holds full-row chunks 4k + c for k = 2*hf, 2*hf+1 (rounded to TF32); 16-bit holds
+/* Q fragments of pair p (f32: half half of the head dimension) for this thread's rows i and
+   i+8: f32 holds full-row chunks 4k + c for k = 2*half, 2*half+1 (rounded to TF32); 16-bit holds
    chunks c and 4 + c raw. The scale is applied to the fp32 scores: folding it into Q would
    round Q a second time. band_prep_q lays the loaded words out as mma A fragments. */
-template <typename T, int SPLIT>
-__device__ __forceinline__ void band_prep_q(uint32_t qa[4][4], uint32_t qlo[4][4], uint32_t w[2][8],
+template <typename T, int FP32>
+__device__ __forceinline__ void band_prep_q(uint32_t q_frag[4][4], uint32_t q_low[4][4], uint32_t w[2][8],
                                             const band_ctx<T> &c) {
     if (BAND_FFMA(T) && !(c.scale > 0.f)) { /* negate or zero Q: the FFMA needs qscale > 0 */
         const uint32_t qand = c.scale == 0.f ? 0u : ~0u;
@@ -161,18 +175,18 @@ __device__ __forceinline__ void band_prep_q(uint32_t qa[4][4], uint32_t qlo[4][4
         const uint32_t a[4] = {w[0][2 * st], w[1][2 * st], w[0][2 * st + 1], w[1][2 * st + 1]};
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            if constexpr (SPLIT) {
-                qa[st][e] = split_hi(a[e]);
-                qlo[st][e] = split_lo(a[e]);
+            if constexpr (FP32) {
+                q_frag[st][e] = split_hi(a[e]);
+                q_low[st][e] = split_lo(a[e]);
             } else {
-                qa[st][e] = sizeof(T) == 4 ? tf32(__uint_as_float(a[e])) : a[e];
+                q_frag[st][e] = sizeof(T) == 4 ? tf32(__uint_as_float(a[e])) : a[e];
             }
         }
     }
 }
-template <typename T, int SPLIT>
-__device__ __forceinline__ void band_load_q(uint32_t qa[4][4], uint32_t qlo[4][4],
-                                            const band_ctx<T> &c, int p, int hf, int i) {
+template <typename T, int FP32>
+__device__ __forceinline__ void band_load_q(uint32_t q_frag[4][4], uint32_t q_low[4][4],
+                                            const band_ctx<T> &c, int p, int half, int i) {
     const int quad = threadIdx.x & 3;
     uint32_t w[2][8];
 #pragma unroll
@@ -181,18 +195,18 @@ __device__ __forceinline__ void band_load_q(uint32_t qa[4][4], uint32_t qlo[4][4
         const T *row = c.q + (int64_t)p * c.q_sp + (int64_t)(ii < c.n ? ii : 0) * c.q_sn;
 #pragma unroll
         for (int x = 0; x < 2; x++) {
-            const int chunk = sizeof(T) == 4 ? 4 * (2 * hf + x) + quad : 4 * x + quad;
+            const int chunk = sizeof(T) == 4 ? 4 * (2 * half + x) + quad : 4 * x + quad;
             uint4 u = make_uint4(0, 0, 0, 0);
             if (ii < c.n) u = __ldg((const uint4 *)(row + chunk * (16 / (int)sizeof(T))));
             w[rr][4 * x + 0] = u.x; w[rr][4 * x + 1] = u.y; w[rr][4 * x + 2] = u.z; w[rr][4 * x + 3] = u.w;
         }
     }
-    band_prep_q<T, SPLIT>(qa, qlo, w, c);
+    band_prep_q<T, FP32>(q_frag, q_low, w, c);
 }
 /* The same from a Q phase in the ring : block rows 16 warp + g (+8), chunks 4x + c of
    the half, through the f32 swizzle (conflict-free for this pattern, see mma.cuh). */
-template <typename T, int SPLIT>
-__device__ __forceinline__ void band_smem_q(uint32_t qa[4][4], uint32_t qlo[4][4], const band_buf &buf,
+template <typename T, int FP32>
+__device__ __forceinline__ void band_smem_q(uint32_t q_frag[4][4], uint32_t q_low[4][4], const band_buf &buf,
                                             const band_ctx<T> &c, int warp) {
     const int lane = threadIdx.x & 31, g = lane >> 2, quad = lane & 3;
     uint32_t w[2][8];
@@ -205,57 +219,57 @@ __device__ __forceinline__ void band_smem_q(uint32_t qa[4][4], uint32_t qlo[4][4
             w[rr][4 * x + 0] = u.x; w[rr][4 * x + 1] = u.y; w[rr][4 * x + 2] = u.z; w[rr][4 * x + 3] = u.w;
         }
     }
-    band_prep_q<T, SPLIT>(qa, qlo, w, c);
+    band_prep_q<T, FP32>(q_frag, q_low, w, c);
 }
 
-/* Which of this thread's band scores are inside the window and the sequence: bit 8e + ln for
-   element e of key tile ln. Thread (g, c) holds keys 8 ln + 2c + (e & 1) of the warp band
+/* Which of this thread's band scores are inside the window and the sequence: bit 8e + kt for
+   element e of key tile kt. Thread (g, c) holds keys 8 kt + 2c + (e & 1) of the warp band
    against queries g + 8 (e >> 1), so each e is a range of tiles; computed once per block. */
-__device__ __forceinline__ uint32_t band_mask(int span, int kwarp, int n, bool edge) {
+__device__ __forceinline__ uint32_t band_mask(int span, int warp_key0, int n, bool edge) {
     const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     uint32_t m = 0;
 #pragma unroll
     for (int e = 0; e < 4; e++) {
-        const int d = 2 * c + (e & 1) - g - 8 * (e >> 1); /* key - query = 8 ln + d */
-        int lo = max(-(d >> 3), 0), hi = min((span - d) >> 3, BAND_NT - 1);
-        if (edge) { /* key kwarp + 8 ln + dj must lie in [0, n) */
+        const int d = 2 * c + (e & 1) - g - 8 * (e >> 1); /* key - query = 8 kt + d */
+        int lo = max(-(d >> 3), 0), hi = min((span - d) >> 3, BAND_KEY_TILES - 1);
+        if (edge) { /* key warp_key0 + 8 kt + dj must lie in [0, n) */
             const int dj = 2 * c + (e & 1);
-            lo = max(lo, -((kwarp + dj) >> 3));
-            hi = (int)min((int64_t)hi, ((int64_t)n - 1 - kwarp - dj) >> 3);
+            lo = max(lo, -((warp_key0 + dj) >> 3));
+            hi = (int)min((int64_t)hi, ((int64_t)n - 1 - warp_key0 - dj) >> 3);
         }
-        lo = min(lo, BAND_NT);
+        lo = min(lo, BAND_KEY_TILES);
         hi = max(hi, -1);
         m |= (hi + 1 > lo ? (1u << (hi + 1)) - (1u << lo) : 0u) << (8 * e);
     }
     return m;
 }
 
-/* s[ln] += Q K^T over this phase's dims, for the warp's band tiles (tile ln = block rows
-   16*warp + 8*ln .. +7; the 8th only when t7). */
-template <typename T, int SPLIT>
-__device__ __forceinline__ void band_scores(float s[BAND_NT][4], const band_buf &buf,
-                                            const uint32_t qa[4][4], const uint32_t qlo[4][4],
-                                            int warp, bool t7) {
+/* s[kt] += Q K^T over this phase's dims, for the warp's band tiles (tile kt = block rows
+   16*warp + 8*kt .. +7; the 8th only when tile8). */
+template <typename T, int FP32>
+__device__ __forceinline__ void band_scores(float s[BAND_KEY_TILES][4], const band_buf &buf,
+                                            const uint32_t q_frag[4][4], const uint32_t q_low[4][4],
+                                            int warp, bool tile8) {
     const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
 #pragma unroll
-    for (int ln = 0; ln < BAND_NT; ln++) {
-        if (ln == BAND_NT - 1 && !t7) continue;
-        const int row = 16 * warp + 8 * ln + g, sw = dswa_swz<T>(row);
+    for (int kt = 0; kt < BAND_KEY_TILES; kt++) {
+        if (kt == BAND_KEY_TILES - 1 && !tile8) continue;
+        const int row = 16 * warp + 8 * kt + g, sw = dswa_swz<T>(row);
         const uint4 k0 = buf[row][c ^ sw], k1 = buf[row][(4 + c) ^ sw];
         const uint32_t kr[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
 #pragma unroll
         for (int st = 0; st < 4; st++) {
-            if constexpr (SPLIT) { /* small terms first */
+            if constexpr (FP32) { /* small terms first */
                 const uint32_t h0 = split_hi(kr[2 * st]), h1 = split_hi(kr[2 * st + 1]);
-                mma_tf32(s[ln], qlo[st][0], qlo[st][1], qlo[st][2], qlo[st][3], h0, h1);
-                mma_tf32(s[ln], qa[st][0], qa[st][1], qa[st][2], qa[st][3], split_lo(kr[2 * st]),
+                mma_tf32(s[kt], q_low[st][0], q_low[st][1], q_low[st][2], q_low[st][3], h0, h1);
+                mma_tf32(s[kt], q_frag[st][0], q_frag[st][1], q_frag[st][2], q_frag[st][3], split_lo(kr[2 * st]),
                          split_lo(kr[2 * st + 1]));
-                mma_tf32(s[ln], qa[st][0], qa[st][1], qa[st][2], qa[st][3], h0, h1);
+                mma_tf32(s[kt], q_frag[st][0], q_frag[st][1], q_frag[st][2], q_frag[st][3], h0, h1);
             } else if constexpr (sizeof(T) == 4)
-                mma_tf32(s[ln], qa[st][0], qa[st][1], qa[st][2], qa[st][3], kr[2 * st],
+                mma_tf32(s[kt], q_frag[st][0], q_frag[st][1], q_frag[st][2], q_frag[st][3], kr[2 * st],
                          kr[2 * st + 1]);
             else
-                mma16<T>(s[ln], qa[st], kr[2 * st], kr[2 * st + 1]);
+                mma16<T>(s[kt], q_frag[st], kr[2 * st], kr[2 * st + 1]);
         }
     }
 }
@@ -265,16 +279,16 @@ __device__ __forceinline__ void band_scores(float s[BAND_NT][4], const band_buf 
    row sum, and P = p f / l (+ add: shared V's P0 when this is pair 1) with f = 1 or -lambda.
    P stays in natural fragment order; band_p_to_a makes the mma operand. */
 template <int FFMA, int ADD>
-__device__ __forceinline__ void band_softmax(float s[BAND_NT][4], const float add[BAND_NT][4],
-                                             uint32_t mask, bool t7, float qscale, float f) {
+__device__ __forceinline__ void band_softmax(float s[BAND_KEY_TILES][4], const float add[BAND_KEY_TILES][4],
+                                             uint32_t mask, bool tile8, float qscale, float f) {
     float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 #pragma unroll
-    for (int ln = 0; ln < BAND_NT; ln++) {
-        if (ln == BAND_NT - 1 && !t7) continue;
+    for (int kt = 0; kt < BAND_KEY_TILES; kt++) {
+        if (kt == BAND_KEY_TILES - 1 && !tile8) continue;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            s[ln][e] = (mask >> (8 * e + ln)) & 1u ? (FFMA ? s[ln][e] : s[ln][e] * qscale) : -INFINITY;
-            mx[e >> 1] = fmaxf(mx[e >> 1], s[ln][e]);
+            s[kt][e] = (mask >> (8 * e + kt)) & 1u ? (FFMA ? s[kt][e] : s[kt][e] * qscale) : -INFINITY;
+            mx[e >> 1] = fmaxf(mx[e >> 1], s[kt][e]);
         }
     }
 #pragma unroll
@@ -285,12 +299,12 @@ __device__ __forceinline__ void band_softmax(float s[BAND_NT][4], const float ad
         if (FFMA) mx[r] *= qscale;
     }
 #pragma unroll
-    for (int ln = 0; ln < BAND_NT; ln++) {
-        if (ln == BAND_NT - 1 && !t7) continue;
+    for (int kt = 0; kt < BAND_KEY_TILES; kt++) {
+        if (kt == BAND_KEY_TILES - 1 && !tile8) continue;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            s[ln][e] = dswa_exp2(FFMA ? fmaf(s[ln][e], qscale, -mx[e >> 1]) : s[ln][e] - mx[e >> 1]);
-            l[e >> 1] += s[ln][e];
+            s[kt][e] = dswa_exp2(FFMA ? fmaf(s[kt][e], qscale, -mx[e >> 1]) : s[kt][e] - mx[e >> 1]);
+            l[e >> 1] += s[kt][e];
         }
     }
 #pragma unroll
@@ -302,33 +316,33 @@ __device__ __forceinline__ void band_softmax(float s[BAND_NT][4], const float ad
         l[r] = FFMA ? f * __frcp_rn(l[r]) : __fdividef(f, l[r]);
     }
 #pragma unroll
-    for (int ln = 0; ln < BAND_NT; ln++) {
-        const bool live = ln < BAND_NT - 1 || t7;
+    for (int kt = 0; kt < BAND_KEY_TILES; kt++) {
+        const bool live = kt < BAND_KEY_TILES - 1 || tile8;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             /* product rounded before the sum (no FMA): a one-key window then gives P0 = 1 and
                P1 = -lambda exactly, and P' = 1 - 1 = 0 for lambda = 1, not the FMA's residual */
-            if constexpr (ADD) s[ln][e] = live ? __fadd_rn(__fmul_rn(s[ln][e], l[e >> 1]), add[ln][e]) : add[ln][e];
-            else s[ln][e] = live ? s[ln][e] * l[e >> 1] : 0.f;
+            if constexpr (ADD) s[kt][e] = live ? __fadd_rn(__fmul_rn(s[kt][e], l[e >> 1]), add[kt][e]) : add[kt][e];
+            else s[kt][e] = live ? s[kt][e] * l[e >> 1] : 0.f;
         }
     }
 }
 
 /* P as the P.V mma's A operand. f32: A order (column c <-> key 2c, c+4 <-> key 2c+1), rounded
    to TF32 (split: hi and lo parts); 16-bit: packed at use. */
-template <typename T, int SPLIT>
-__device__ __forceinline__ void band_p_to_a(float s[BAND_NT][4], float plo[BAND_NT][4]) {
+template <typename T, int FP32>
+__device__ __forceinline__ void band_p_to_a(float s[BAND_KEY_TILES][4], float p_low[BAND_KEY_TILES][4]) {
     if constexpr (sizeof(T) == 4)
 #pragma unroll
-        for (int ln = 0; ln < BAND_NT; ln++) {
-            const float pp[4] = {s[ln][0], s[ln][2], s[ln][1], s[ln][3]};
+        for (int kt = 0; kt < BAND_KEY_TILES; kt++) {
+            const float pp[4] = {s[kt][0], s[kt][2], s[kt][1], s[kt][3]};
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                if constexpr (SPLIT) {
-                    s[ln][e] = __uint_as_float(split_hi(__float_as_uint(pp[e])));
-                    plo[ln][e] = __uint_as_float(split_lo(__float_as_uint(pp[e])));
+                if constexpr (FP32) {
+                    s[kt][e] = __uint_as_float(split_hi(__float_as_uint(pp[e])));
+                    p_low[kt][e] = __uint_as_float(split_lo(__float_as_uint(pp[e])));
                 } else {
-                    s[ln][e] = __uint_as_float(tf32(pp[e]));
+                    s[kt][e] = __uint_as_float(tf32(pp[e]));
                 }
             }
         }
@@ -338,23 +352,23 @@ __device__ __forceinline__ void band_p_to_a(float s[BAND_NT][4], float plo[BAND_
    V rows 2c and 2c+1 at chunk g of the half (output dims 4g..4g+3 of n-tiles 4*half..+3).
    16-bit: one 16-key k-step per two tiles, V through ldmatrix.trans (P of an absent 8th tile
    is 0, and its V rows are zero-filled or real rows). */
-template <typename T, int SPLIT>
+template <typename T, int FP32>
 __device__ __forceinline__ void band_pv(float acc[8][4], const band_buf &buf,
-                                        const float s[BAND_NT][4], const float plo[BAND_NT][4],
-                                        int warp, bool t7, int hf) {
+                                        const float s[BAND_KEY_TILES][4], const float p_low[BAND_KEY_TILES][4],
+                                        int warp, bool tile8, int half) {
     const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     if constexpr (sizeof(T) == 4) {
 #pragma unroll
-        for (int ln = 0; ln < BAND_NT; ln++) {
-            if (ln == BAND_NT - 1 && !t7) continue;
-            const uint32_t a0 = __float_as_uint(s[ln][0]), a1 = __float_as_uint(s[ln][1]);
-            const uint32_t a2 = __float_as_uint(s[ln][2]), a3 = __float_as_uint(s[ln][3]);
-            const int r0 = 16 * warp + 8 * ln + 2 * c;
+        for (int kt = 0; kt < BAND_KEY_TILES; kt++) {
+            if (kt == BAND_KEY_TILES - 1 && !tile8) continue;
+            const uint32_t a0 = __float_as_uint(s[kt][0]), a1 = __float_as_uint(s[kt][1]);
+            const uint32_t a2 = __float_as_uint(s[kt][2]), a3 = __float_as_uint(s[kt][3]);
+            const int r0 = 16 * warp + 8 * kt + 2 * c;
             const uint4 x0 = buf[r0][g ^ dswa_swz<float>(r0)], x1 = buf[r0 + 1][g ^ dswa_swz<float>(r0 + 1)];
-            float *o = acc[4 * hf];
-            if constexpr (SPLIT) {
-                const uint32_t l0 = __float_as_uint(plo[ln][0]), l1 = __float_as_uint(plo[ln][1]);
-                const uint32_t l2 = __float_as_uint(plo[ln][2]), l3 = __float_as_uint(plo[ln][3]);
+            float *o = acc[4 * half];
+            if constexpr (FP32) {
+                const uint32_t l0 = __float_as_uint(p_low[kt][0]), l1 = __float_as_uint(p_low[kt][1]);
+                const uint32_t l2 = __float_as_uint(p_low[kt][2]), l3 = __float_as_uint(p_low[kt][3]);
                 const uint32_t v0[4] = {x0.x, x0.y, x0.z, x0.w}, v1[4] = {x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
                 for (int j = 0; j < 4; j++) { /* small terms first */
@@ -373,11 +387,11 @@ __device__ __forceinline__ void band_pv(float acc[8][4], const band_buf &buf,
     } else {
         const int mtx = lane >> 3;
 #pragma unroll
-        for (int ln = 0; ln < BAND_NT; ln += 2) {
-            const uint32_t a[4] = {pack2<T>(s[ln][0], s[ln][1]), pack2<T>(s[ln][2], s[ln][3]),
-                                   pack2<T>(s[ln + 1][0], s[ln + 1][1]), pack2<T>(s[ln + 1][2], s[ln + 1][3])};
+        for (int kt = 0; kt < BAND_KEY_TILES; kt += 2) {
+            const uint32_t a[4] = {pack2<T>(s[kt][0], s[kt][1]), pack2<T>(s[kt][2], s[kt][3]),
+                                   pack2<T>(s[kt + 1][0], s[kt + 1][1]), pack2<T>(s[kt + 1][2], s[kt + 1][3])};
             /* lane supplies row (lane & 7) + 8 (matrix & 1) of the k-step, chunk j + (matrix >> 1) */
-            const int r = 16 * warp + 8 * ln + (lane & 7) + 8 * (mtx & 1);
+            const int r = 16 * warp + 8 * kt + (lane & 7) + 8 * (mtx & 1);
 #pragma unroll
             for (int j = 0; j < 8; j += 2) {
                 uint32_t b[4];
@@ -391,7 +405,7 @@ __device__ __forceinline__ void band_pv(float acc[8][4], const band_buf &buf,
 
 /* The phase loop of one 64-query tile: K/V phases through the ring, scores, softmax, P.V into
    acc (a_0 - lambda a_1 when it returns). iq: this thread's rows iq and iq + 8. */
-template <typename T, int SPLIT, int SHARED>
+template <typename T, int FP32, int SHARED>
 __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const band_ctx<T> &c,
                                           float acc[8][4], int iq, uint32_t mask, float qscale,
                                           float lambda) {
@@ -402,9 +416,9 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
     band_load<T, SHARED>(ring[1], c, 1);
     dswa_cp_async_commit();
 
-    uint32_t qa[4][4], qlo[4][4]; /* qlo, plo: the low parts of DSWA_MATH_FP32 only */
-    float s[BAND_NT][4], plo[BAND_NT][4], p0[BAND_NT][4] /* shared V: pair 0's P */;
-    band_load_q<T, SPLIT>(qa, qlo, c, 0, 0, iq);
+    uint32_t q_frag[4][4], q_low[4][4]; /* q_low, p_low: the low parts of DSWA_MATH_FP32 only */
+    float s[BAND_KEY_TILES][4], p_low[BAND_KEY_TILES][4], p0[BAND_KEY_TILES][4] /* shared V: pair 0's P */;
+    band_load_q<T, FP32>(q_frag, q_low, c, 0, 0, iq);
 #pragma unroll
     for (int ph = 0; ph < P::N; ph++) {
         dswa_cp_async_wait<1>();
@@ -413,35 +427,35 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
         dswa_cp_async_commit();
         const band_buf &buf = ring[ph % BAND_BUFS];
         if (P::is_q(ph)) {
-            band_smem_q<T, SPLIT>(qa, qlo, buf, c, warp);
+            band_smem_q<T, FP32>(q_frag, q_low, buf, c, warp);
         } else if (!P::is_v(ph)) {
             if (P::half(ph) == 0)
 #pragma unroll
-                for (int ln = 0; ln < BAND_NT; ln++) s[ln][0] = s[ln][1] = s[ln][2] = s[ln][3] = 0.f;
-            band_scores<T, SPLIT>(s, buf, qa, qlo, warp, c.t7);
+                for (int kt = 0; kt < BAND_KEY_TILES; kt++) s[kt][0] = s[kt][1] = s[kt][2] = s[kt][3] = 0.f;
+            band_scores<T, FP32>(s, buf, q_frag, q_low, warp, c.tile8);
             if (P::half(ph) == P::HALVES - 1) {
                 if (SHARED && P::pair(ph) == 0) {
-                    band_softmax<BAND_FFMA(T), 0>(s, s, mask, c.t7, qscale, 1.f);
+                    band_softmax<BAND_FFMA(T), 0>(s, s, mask, c.tile8, qscale, 1.f);
 #pragma unroll
-                    for (int ln = 0; ln < BAND_NT; ln++)
+                    for (int kt = 0; kt < BAND_KEY_TILES; kt++)
 #pragma unroll
-                        for (int e = 0; e < 4; e++) p0[ln][e] = s[ln][e];
+                        for (int e = 0; e < 4; e++) p0[kt][e] = s[kt][e];
                 } else {
-                    if (SHARED) band_softmax<BAND_FFMA(T), 1>(s, p0, mask, c.t7, qscale, -lambda);
-                    else band_softmax<BAND_FFMA(T), 0>(s, s, mask, c.t7, qscale, P::pair(ph) ? -lambda : 1.f);
-                    band_p_to_a<T, SPLIT>(s, plo);
+                    if (SHARED) band_softmax<BAND_FFMA(T), 1>(s, p0, mask, c.tile8, qscale, -lambda);
+                    else band_softmax<BAND_FFMA(T), 0>(s, s, mask, c.tile8, qscale, P::pair(ph) ? -lambda : 1.f);
+                    band_p_to_a<T, FP32>(s, p_low);
                 }
             }
         } else {
             if (ph == P::first_v()) /* the first V phase */
 #pragma unroll
                 for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-            band_pv<T, SPLIT>(acc, buf, s, plo, warp, c.t7, P::half(ph));
+            band_pv<T, FP32>(acc, buf, s, p_low, warp, c.tile8, P::half(ph));
         }
     }
 }
 
-template <typename T, int SPLIT>
+template <typename T, int FP32>
 __device__ __forceinline__ void dswa_fwd_band_impl(DSWA_KERNEL_PARAMS(T)) {
     __shared__ __align__(128) band_buf ring[BAND_BUFS];
     const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
@@ -459,17 +473,17 @@ __device__ __forceinline__ void dswa_fwd_band_impl(DSWA_KERNEL_PARAMS(T)) {
     c.wl = wl;
     c.q_sn = q_sn; c.q_sp = q_sp; c.k_sn = k_sn; c.k_sp = k_sp; c.v_sn = v_sn; c.v_sp = v_sp;
     c.interior = c.kstart >= 0 && c.kstart <= n - BAND_ROWS;
-    c.t7 = span > 8 * (BAND_NT - 1) - 16;
+    c.tile8 = span > 8 * (BAND_KEY_TILES - 1) - 16;
     const float scale = __int_as_float(scale_bits), lambda = __int_as_float(lambda_bits);
     /* exp(x) = exp2(x log2 e); FFMA: |scale| (Q carries the sign, or is zeroed) */
     const float qscale = (BAND_FFMA(T) ? (scale == 0.f ? 1.f : fabsf(scale)) : scale) * 1.4426950408889634f;
     c.scale = scale;
-    const int kwarp = c.kstart + 16 * warp;
-    const uint32_t mask = band_mask(span, kwarp, n, kwarp < 0 || kwarp + 16 + span >= n);
+    const int warp_key0 = c.kstart + 16 * warp;
+    const uint32_t mask = band_mask(span, warp_key0, n, warp_key0 < 0 || warp_key0 + 16 + span >= n);
 
     float acc[8][4];
-    if (v_sp == 0) band_tile<T, SPLIT, 1>(ring, c, acc, iq, mask, qscale, lambda);
-    else band_tile<T, SPLIT, 0>(ring, c, acc, iq, mask, qscale, lambda);
+    if (v_sp == 0) band_tile<T, FP32, 1>(ring, c, acc, iq, mask, qscale, lambda);
+    else band_tile<T, FP32, 0>(ring, c, acc, iq, mask, qscale, lambda);
 
     dswa_block_tile_head(&tile, &h); /* again: not held through the phases */
     const int r0 = tile * DSWA_TILE + 16 * warp; /* the warp's first row */

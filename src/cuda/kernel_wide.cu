@@ -1,7 +1,14 @@
-/* Differential sliding-window attention for any window (the general path), on tensor cores
- * (sm_80+): f32 inputs with TF32 math (mma m16n8k8), f16/bf16 with mma m16n8k16, fp32
- * accumulation. The band kernel (kernel_band.cu) is faster and takes WL + WR <= 48; this
- * one takes the rest.
+/* The wide kernel: differential sliding-window attention for any window (the general path), on
+ * tensor cores (sm_80+), fp32 accumulation. The band kernel (kernel_band.cu) is faster and takes
+ * WL + WR <= 48; this one takes the rest (the pick is in kernels.c).
+ *
+ * Entries (kernels.h, DSWA_WIDE_KERNELS), each dswa_fwd_wide<T>:
+ *   dswa_fwd_wide_f32_tf32   f32, TF32 mma m16n8k8
+ *   dswa_fwd_wide_f16        f16, mma m16n8k16
+ *   dswa_fwd_wide_bf16       bf16, mma m16n8k16
+ * (no fp32-accurate variant: DSWA_MATH_FP32 is band-only). In this file: the step geometry, the
+ * K/V loads, Q, scores, P.V, one pipeline step with the online softmax, the kernel, its entries
+ * and the table the launcher reads.
  *
  * What it computes: for one batch b, one output head h and a tile of 64 queries, both heads of
  * the pair over each query's window, out = softmax(s_0) V_0 - lambda softmax(s_1) V_1,
@@ -19,44 +26,44 @@
 #include "cuda/launch.h"
 #include "cuda/mma.cuh"
 
-#define DSWA_CHUNK_BYTES 8192 /* of K (and again of V) per pipeline step */
-#define DSWA_STAGES 3          /* pipeline steps in the ring: two in flight while one is computed */
+#define WIDE_CHUNK_BYTES 8192 /* of K (and again of V) per pipeline step */
+#define WIDE_STAGES 3          /* pipeline steps in the ring: two in flight while one is computed */
 
-template <typename T> struct dswa_geom {
+template <typename T> struct wide_geom {
     enum {
-        EPC = 16 / sizeof(T),              /* elements per 16-byte chunk */
-        ROW_CHUNKS = DSWA_HEAD_DIM / EPC,  /* 16 (f32) or 8 (16-bit) */
-        KC = DSWA_CHUNK_BYTES / (DSWA_HEAD_DIM * sizeof(T)), /* key rows per step: 32 or 64 */
-        NT = KC / 8,                       /* 8-key tiles per step */
-        LOADS = 2 * KC * ROW_CHUNKS / DSWA_THREADS /* cp.async per thread per step */
+        ELEMS_PER_CHUNK = 16 / sizeof(T),              /* elements per 16-byte chunk */
+        ROW_CHUNKS = DSWA_HEAD_DIM / ELEMS_PER_CHUNK,  /* 16 (f32) or 8 (16-bit) */
+        KEYS_PER_STEP = WIDE_CHUNK_BYTES / (DSWA_HEAD_DIM * sizeof(T)), /* key rows per step: 32 or 64 */
+        TILES_PER_STEP = KEYS_PER_STEP / 8,                       /* 8-key tiles per step */
+        LOADS = 2 * KEYS_PER_STEP * ROW_CHUNKS / DSWA_THREADS /* cp.async per thread per step */
     };
 };
 
 /* Everything a block needs about its (b, h) problem slice. */
-template <typename T> struct dswa_slice {
+template <typename T> struct wide_slice {
     const T *q, *k, *v;
     int n, kstart, nkeys, nchunks;
     int q_sn, q_sp, k_sn, k_sp, v_sn, v_sp;
 };
 
-/* Issue the cp.async copies of pipeline step s (pair s / nchunks, chunk s % nchunks). Rows
+/* Issue the cp.async copies of pipeline step s (pair s / nchunks, key chunk s % nchunks). Rows
    outside the block's range or the sequence are zero-filled, so stale data (possibly NaN)
    never meets a zero probability. */
 template <typename T>
-__device__ __forceinline__ void load_step(T (*st)[dswa_geom<T>::KC][DSWA_HEAD_DIM],
-                                          const dswa_slice<T> &sl, int s) {
-    typedef dswa_geom<T> G;
-    const int p = s >= sl.nchunks, cc = s - p * sl.nchunks;
+__device__ __forceinline__ void load_step(T (*st)[wide_geom<T>::KEYS_PER_STEP][DSWA_HEAD_DIM],
+                                          const wide_slice<T> &slice, int s) {
+    typedef wide_geom<T> G;
+    const int p = s >= slice.nchunks, key_chunk = s - p * slice.nchunks;
     const int tid = threadIdx.x, u = tid % G::ROW_CHUNKS;
 #pragma unroll
     for (int it = 0; it < G::LOADS; it++) {
         const int which = it / (G::LOADS / 2); /* 0: K, 1: V */
         const int r = tid / G::ROW_CHUNKS + (DSWA_THREADS / G::ROW_CHUNKS) * (it % (G::LOADS / 2));
-        const int t = cc * G::KC + r, j = sl.kstart + t;
-        const bool ok = t < sl.nkeys && j >= 0 && j < sl.n;
-        const T *src = which ? sl.v + (int64_t)p * sl.v_sp : sl.k + (int64_t)p * sl.k_sp;
-        src += ok ? (int64_t)j * (which ? sl.v_sn : sl.k_sn) + G::EPC * u : 0;
-        dswa_cp_async16(&st[which][r][(u ^ dswa_swz<T>(r)) * G::EPC], src, ok);
+        const int t = key_chunk * G::KEYS_PER_STEP + r, j = slice.kstart + t;
+        const bool ok = t < slice.nkeys && j >= 0 && j < slice.n;
+        const T *src = which ? slice.v + (int64_t)p * slice.v_sp : slice.k + (int64_t)p * slice.k_sp;
+        src += ok ? (int64_t)j * (which ? slice.v_sn : slice.k_sn) + G::ELEMS_PER_CHUNK * u : 0;
+        dswa_cp_async16(&st[which][r][(u ^ dswa_swz<T>(r)) * G::ELEMS_PER_CHUNK], src, ok);
     }
 }
 
@@ -64,44 +71,44 @@ __device__ __forceinline__ void load_step(T (*st)[dswa_geom<T>::KC][DSWA_HEAD_DI
    chunks 4k + c (k = 0..3), rounded to TF32; 16-bit holds chunks c and 4 + c. The scale is
    applied to the fp32 scores (score_tile): folding it into Q would round Q a second time. */
 template <typename T>
-__device__ __forceinline__ void load_q(uint32_t qa[2][16], const dswa_slice<T> &sl, int p,
+__device__ __forceinline__ void load_q(uint32_t q_frag[2][16], const wide_slice<T> &slice, int p,
                                        int i, float qscale) {
     const int c = threadIdx.x & 3;
 #pragma unroll
     for (int rr = 0; rr < 2; rr++) {
         const int ii = i + 8 * rr;
-        const T *row = sl.q + (int64_t)p * sl.q_sp + (int64_t)(ii < sl.n ? ii : 0) * sl.q_sn;
+        const T *row = slice.q + (int64_t)p * slice.q_sp + (int64_t)(ii < slice.n ? ii : 0) * slice.q_sn;
 #pragma unroll
-        for (int x = 0; x < 16 / dswa_geom<T>::EPC; x++) { /* 4 chunks (f32) or 2 (16-bit) */
+        for (int x = 0; x < 16 / wide_geom<T>::ELEMS_PER_CHUNK; x++) { /* 4 chunks (f32) or 2 (16-bit) */
             const int chunk = 4 * x + c;
             uint4 w = make_uint4(0, 0, 0, 0);
-            if (ii < sl.n) w = __ldg((const uint4 *)(row + chunk * dswa_geom<T>::EPC));
+            if (ii < slice.n) w = __ldg((const uint4 *)(row + chunk * wide_geom<T>::ELEMS_PER_CHUNK));
             if constexpr (sizeof(T) == 4) {
-                qa[rr][4 * x + 0] = tf32(__uint_as_float(w.x));
-                qa[rr][4 * x + 1] = tf32(__uint_as_float(w.y));
-                qa[rr][4 * x + 2] = tf32(__uint_as_float(w.z));
-                qa[rr][4 * x + 3] = tf32(__uint_as_float(w.w));
+                q_frag[rr][4 * x + 0] = tf32(__uint_as_float(w.x));
+                q_frag[rr][4 * x + 1] = tf32(__uint_as_float(w.y));
+                q_frag[rr][4 * x + 2] = tf32(__uint_as_float(w.z));
+                q_frag[rr][4 * x + 3] = tf32(__uint_as_float(w.w));
             } else {
-                qa[rr][4 * x + 0] = w.x; qa[rr][4 * x + 1] = w.y;
-                qa[rr][4 * x + 2] = w.z; qa[rr][4 * x + 3] = w.w;
+                q_frag[rr][4 * x + 0] = w.x; q_frag[rr][4 * x + 1] = w.y;
+                q_frag[rr][4 * x + 2] = w.z; q_frag[rr][4 * x + 3] = w.w;
             }
         }
     }
 }
 
-/* S for one 8-key tile (rows ln*8 .. +7 of the step's K): s[0..3] in mma C layout. */
+/* S for one 8-key tile (rows kt*8 .. +7 of the step's K): s[0..3] in mma C layout. */
 template <typename T>
 __device__ __forceinline__ void score_tile(float s[4], const T (*kst)[DSWA_HEAD_DIM],
-                                           const uint32_t qa[2][16], int ln, float qscale) {
+                                           const uint32_t q_frag[2][16], int kt, float qscale) {
     const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-    const T *krow = kst[ln * 8 + g];
+    const T *krow = kst[kt * 8 + g];
     const int sw = dswa_swz<T>(g);
     if constexpr (sizeof(T) == 4) {
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const float4 kv = *(const float4 *)((const float *)krow + (((4 * k + c) ^ sw) * 4));
-            mma_tf32(s, qa[0][4 * k], qa[1][4 * k], qa[0][4 * k + 1], qa[1][4 * k + 1], __float_as_uint(kv.x), __float_as_uint(kv.y));
-            mma_tf32(s, qa[0][4 * k + 2], qa[1][4 * k + 2], qa[0][4 * k + 3], qa[1][4 * k + 3], __float_as_uint(kv.z), __float_as_uint(kv.w));
+            mma_tf32(s, q_frag[0][4 * k], q_frag[1][4 * k], q_frag[0][4 * k + 1], q_frag[1][4 * k + 1], __float_as_uint(kv.x), __float_as_uint(kv.y));
+            mma_tf32(s, q_frag[0][4 * k + 2], q_frag[1][4 * k + 2], q_frag[0][4 * k + 3], q_frag[1][4 * k + 3], __float_as_uint(kv.z), __float_as_uint(kv.w));
         }
     } else {
         const uint4 k0 = *(const uint4 *)(krow + ((c ^ sw) * 8));
@@ -109,7 +116,7 @@ __device__ __forceinline__ void score_tile(float s[4], const T (*kst)[DSWA_HEAD_
         const uint32_t kr[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
 #pragma unroll
         for (int st = 0; st < 4; st++) {
-            const uint32_t a[4] = {qa[0][2 * st], qa[1][2 * st], qa[0][2 * st + 1], qa[1][2 * st + 1]};
+            const uint32_t a[4] = {q_frag[0][2 * st], q_frag[1][2 * st], q_frag[0][2 * st + 1], q_frag[1][2 * st + 1]};
             mma16<T>(s, a, kr[2 * st], kr[2 * st + 1]);
         }
     }
@@ -117,16 +124,16 @@ __device__ __forceinline__ void score_tile(float s[4], const T (*kst)[DSWA_HEAD_
     for (int e = 0; e < 4; e++) s[e] *= qscale; /* scaled after the product: no second rounding of Q */
 }
 
-/* acc += P V for the keys of tiles ln (f32: one 8-key k-step) or ln, ln+1 (16-bit: one
+/* acc += P V for the keys of tiles kt (f32: one 8-key k-step) or kt, kt+1 (16-bit: one
    16-key k-step). P arrives in the S accumulator layout. */
 template <typename T>
 __device__ __forceinline__ void pv_step(float acc[8][4], const T (*vst)[DSWA_HEAD_DIM],
-                                        const float (*pm)[4], int ln) {
+                                        const float (*pm)[4], int kt) {
     const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     if constexpr (sizeof(T) == 4) {
         /* column c <-> key 2c, column c+4 <-> key 2c+1 of the tile */
         const uint32_t a0 = tf32(pm[0][0]), a1 = tf32(pm[0][2]), a2 = tf32(pm[0][1]), a3 = tf32(pm[0][3]);
-        const float *v0 = (const float *)vst[ln * 8 + 2 * c], *v1 = (const float *)vst[ln * 8 + 2 * c + 1];
+        const float *v0 = (const float *)vst[kt * 8 + 2 * c], *v1 = (const float *)vst[kt * 8 + 2 * c + 1];
         const int s0 = dswa_swz<float>(2 * c), s1 = dswa_swz<float>(2 * c + 1);
         const float4 x00 = *(const float4 *)(v0 + ((g ^ s0) * 4));
         const float4 x01 = *(const float4 *)(v0 + (((8 + g) ^ s0) * 4));
@@ -144,7 +151,7 @@ __device__ __forceinline__ void pv_step(float acc[8][4], const T (*vst)[DSWA_HEA
         const uint32_t a[4] = {pack2<T>(pm[0][0], pm[0][1]), pack2<T>(pm[0][2], pm[0][3]),
                                pack2<T>(pm[1][0], pm[1][1]), pack2<T>(pm[1][2], pm[1][3])};
         /* lane supplies row (keys + (lane&7) + 8*(matrix&1)) of chunk j + (matrix>>1) */
-        const int mtx = lane >> 3, r = ln * 8 + (lane & 7) + 8 * (mtx & 1);
+        const int mtx = lane >> 3, r = kt * 8 + (lane & 7) + 8 * (mtx & 1);
 #pragma unroll
         for (int j = 0; j < 8; j += 2) {
             uint32_t b[4];
@@ -158,36 +165,36 @@ __device__ __forceinline__ void pv_step(float acc[8][4], const T (*vst)[DSWA_HEA
 /* One pipeline step for one warp: scores for the step's 8-key tiles inside the warp's band,
    online softmax update of (m, l, acc), and acc += P V. */
 template <typename T>
-__device__ __forceinline__ void step_compute(T (*st)[dswa_geom<T>::KC][DSWA_HEAD_DIM],
-                                             const uint32_t qa[2][16], float acc[8][4],
-                                             float m[2], float l[2], int cc, int qrow0, int span,
-                                             const dswa_slice<T> &sl, float qscale) {
-    typedef dswa_geom<T> G;
+__device__ __forceinline__ void step_compute(T (*st)[wide_geom<T>::KEYS_PER_STEP][DSWA_HEAD_DIM],
+                                             const uint32_t q_frag[2][16], float acc[8][4],
+                                             float m[2], float l[2], int key_chunk, int qrow0, int span,
+                                             const wide_slice<T> &slice, float qscale) {
+    typedef wide_geom<T> G;
     const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     const int band_lo = qrow0, band_hi = qrow0 + 15 + span;
-    float s[G::NT][4];
-    bool act[G::NT];
+    float s[G::TILES_PER_STEP][4];
+    bool act[G::TILES_PER_STEP];
     bool any = false;
 #pragma unroll
-    for (int ln = 0; ln < G::NT; ln++) {
-        const int t0 = cc * G::KC + ln * 8, j0 = sl.kstart + t0;
-        act[ln] = t0 <= band_hi && t0 + 7 >= band_lo && j0 + 7 >= 0 && j0 < sl.n;
-        any |= act[ln];
-        s[ln][0] = s[ln][1] = s[ln][2] = s[ln][3] = 0.f;
-        if (act[ln]) score_tile<T>(s[ln], st[0], qa, ln, qscale);
+    for (int kt = 0; kt < G::TILES_PER_STEP; kt++) {
+        const int t0 = key_chunk * G::KEYS_PER_STEP + kt * 8, j0 = slice.kstart + t0;
+        act[kt] = t0 <= band_hi && t0 + 7 >= band_lo && j0 + 7 >= 0 && j0 < slice.n;
+        any |= act[kt];
+        s[kt][0] = s[kt][1] = s[kt][2] = s[kt][3] = 0.f;
+        if (act[kt]) score_tile<T>(s[kt], st[0], q_frag, kt, qscale);
     }
     if (!any) return; /* warp-uniform */
     /* Mask by replacement (never by addition): out-of-window or out-of-sequence -> -inf. */
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int ln = 0; ln < G::NT; ln++)
+    for (int kt = 0; kt < G::TILES_PER_STEP; kt++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            const int t = cc * G::KC + ln * 8 + 2 * c + (e & 1), j = sl.kstart + t;
+            const int t = key_chunk * G::KEYS_PER_STEP + kt * 8 + 2 * c + (e & 1), j = slice.kstart + t;
             const int qi = qrow0 + g + 8 * (e >> 1);
-            const bool ok = act[ln] && t >= qi && t <= qi + span && j >= 0 && j < sl.n;
-            s[ln][e] = ok ? s[ln][e] : -INFINITY;
-            mx[e >> 1] = fmaxf(mx[e >> 1], s[ln][e]);
+            const bool ok = act[kt] && t >= qi && t <= qi + span && j >= 0 && j < slice.n;
+            s[kt][e] = ok ? s[kt][e] : -INFINITY;
+            mx[e >> 1] = fmaxf(mx[e >> 1], s[kt][e]);
         }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -206,17 +213,17 @@ __device__ __forceinline__ void step_compute(T (*st)[dswa_geom<T>::KC][DSWA_HEAD
         mx[r] = muse;
     }
 #pragma unroll
-    for (int ln = 0; ln < G::NT; ln++)
+    for (int kt = 0; kt < G::TILES_PER_STEP; kt++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            s[ln][e] = exp2f(s[ln][e] - mx[e >> 1]);
-            l[e >> 1] += s[ln][e];
+            s[kt][e] = exp2f(s[kt][e] - mx[e >> 1]);
+            l[e >> 1] += s[kt][e];
         }
     const int kstep = sizeof(T) == 4 ? 1 : 2; /* tiles per mma k-step */
 #pragma unroll
-    for (int ln = 0; ln < G::NT; ln += kstep) {
-        const bool a = sizeof(T) == 4 ? act[ln] : (act[ln] || act[ln + kstep - 1]);
-        if (a) pv_step<T>(acc, st[1], &s[ln], ln);
+    for (int kt = 0; kt < G::TILES_PER_STEP; kt += kstep) {
+        const bool a = sizeof(T) == 4 ? act[kt] : (act[kt] || act[kt + kstep - 1]);
+        if (a) pv_step<T>(acc, st[1], &s[kt], kt);
     }
 }
 
@@ -227,32 +234,32 @@ __device__ __forceinline__ void dswa_fwd_wide(const T *__restrict__ q, const T *
                                          int q_sp, int q_sh, int k_sb, int k_sn, int k_sp,
                                          int k_sh, int v_sb, int v_sn, int v_sp, int v_sh,
                                          int o_sb, int o_sn, int o_sh, T *__restrict__ out) {
-    typedef dswa_geom<T> G;
-    __shared__ __align__(128) T ring[DSWA_STAGES][2][G::KC][DSWA_HEAD_DIM];
+    typedef wide_geom<T> G;
+    __shared__ __align__(128) T ring[WIDE_STAGES][2][G::KEYS_PER_STEP][DSWA_HEAD_DIM];
     const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
     int tile, h;
     dswa_block_tile_head(&tile, &h);
     const int b = blockIdx.z, i0 = tile * DSWA_TILE, span = wl + wr;
-    dswa_slice<T> sl;
-    sl.q = q + (int64_t)b * q_sb + (int64_t)h * q_sh;
-    sl.k = k + (int64_t)b * k_sb + (int64_t)h * k_sh;
-    sl.v = v + (int64_t)b * v_sb + (int64_t)h * v_sh;
-    sl.n = n;
-    sl.kstart = i0 - wl;
-    sl.nkeys = DSWA_TILE + span;
-    sl.nchunks = (sl.nkeys + G::KC - 1) / G::KC;
-    sl.q_sn = q_sn; sl.q_sp = q_sp; sl.k_sn = k_sn; sl.k_sp = k_sp; sl.v_sn = v_sn; sl.v_sp = v_sp;
-    const int steps = 2 * sl.nchunks, qrow0 = 16 * warp, iq = i0 + qrow0 + g;
+    wide_slice<T> slice;
+    slice.q = q + (int64_t)b * q_sb + (int64_t)h * q_sh;
+    slice.k = k + (int64_t)b * k_sb + (int64_t)h * k_sh;
+    slice.v = v + (int64_t)b * v_sb + (int64_t)h * v_sh;
+    slice.n = n;
+    slice.kstart = i0 - wl;
+    slice.nkeys = DSWA_TILE + span;
+    slice.nchunks = (slice.nkeys + G::KEYS_PER_STEP - 1) / G::KEYS_PER_STEP;
+    slice.q_sn = q_sn; slice.q_sp = q_sp; slice.k_sn = k_sn; slice.k_sp = k_sp; slice.v_sn = v_sn; slice.v_sp = v_sp;
+    const int steps = 2 * slice.nchunks, qrow0 = 16 * warp, iq = i0 + qrow0 + g;
     const float scale = __int_as_float(scale_bits), lambda = __int_as_float(lambda_bits);
     const float qscale = scale * 1.4426950408889634f; /* exp(x) = exp2(x log2 e) */
 
 #pragma unroll
-    for (int s = 0; s < DSWA_STAGES - 1; s++) {
-        if (s < steps) load_step<T>(ring[s], sl, s);
+    for (int s = 0; s < WIDE_STAGES - 1; s++) {
+        if (s < steps) load_step<T>(ring[s], slice, s);
         dswa_cp_async_commit();
     }
 
-    uint32_t qa[2][16];
+    uint32_t q_frag[2][16];
     float o0[8][4], o1[8][4];
 #pragma unroll
     for (int j = 0; j < 8; j++)
@@ -261,15 +268,15 @@ __device__ __forceinline__ void dswa_fwd_wide(const T *__restrict__ q, const T *
 
 #pragma unroll
     for (int p = 0; p < 2; p++) {
-        load_q<T>(qa, sl, p, iq, qscale);
+        load_q<T>(q_frag, slice, p, iq, qscale);
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-        for (int cc = 0; cc < sl.nchunks; cc++) {
-            const int s = p * sl.nchunks + cc, sn = s + DSWA_STAGES - 1;
-            dswa_cp_async_wait<DSWA_STAGES - 2>();
+        for (int key_chunk = 0; key_chunk < slice.nchunks; key_chunk++) {
+            const int s = p * slice.nchunks + key_chunk, sn = s + WIDE_STAGES - 1;
+            dswa_cp_async_wait<WIDE_STAGES - 2>();
             __syncthreads(); /* step s visible to all; everyone is done with step s - 1 */
-            if (sn < steps) load_step<T>(ring[sn % DSWA_STAGES], sl, sn);
+            if (sn < steps) load_step<T>(ring[sn % WIDE_STAGES], slice, sn);
             dswa_cp_async_commit();
-            step_compute<T>(ring[s % DSWA_STAGES], qa, p ? o1 : o0, m, l, cc, qrow0, span, sl, qscale);
+            step_compute<T>(ring[s % WIDE_STAGES], q_frag, p ? o1 : o0, m, l, key_chunk, qrow0, span, slice, qscale);
         }
         dswa_row_inverse(l);
         /* pair 0: o0 = a_0; pair 1: o0 = a_0 - lambda a_1, all in fp32 */

@@ -1,5 +1,6 @@
-/* Tensor-core building blocks shared by the kernels: TF32 and 16-bit mma.sync, fragment
-   packing, ldmatrix, the shared-memory swizzles, and the epilogue (row sums, stores). */
+/* Tensor-core device helpers shared by both kernel families: TF32 and 16-bit mma.sync, fragment
+   packing, ldmatrix, the shared-memory swizzles, and the epilogue (row sums, stores). Device
+   code only: the entries are defined beside their kernels, the launch is in launch.cu. */
 #ifndef DSWA_CUDA_MMA_CUH
 #define DSWA_CUDA_MMA_CUH
 
@@ -26,6 +27,8 @@ __device__ __forceinline__ float dswa_exp2(float x) {
     return y;
 }
 
+/* d += A B on TF32. K and V go in as raw f32 bits: the tensor core ignores their low 13
+   mantissa bits (truncation); rounding them first (cvt.rna) was 8 % slower (docs/PERF.md). */
 __device__ __forceinline__ void mma_tf32(float d[4], uint32_t a0, uint32_t a1, uint32_t a2,
                                          uint32_t a3, uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
