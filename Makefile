@@ -225,8 +225,8 @@ $(AOT_DIR)/band_sm%.ptx: src/cuda/kernel_band.cu $(AOT_DEPS) | $(AOT_DIR)
 	$(NVCC) $(AOT_NVFLAGS) -ptx -arch=compute_$* $< -o $@
 $(AOT_DIR)/wide_sm%.ptx: src/cuda/kernel_wide.cu $(AOT_DEPS) | $(AOT_DIR)
 	$(NVCC) $(AOT_NVFLAGS) -ptx -arch=compute_$* $< -o $@
-$(AOT_DIR)/ptx_embed: src/aot/ptx_embed.c | $(AOT_DIR)
-	$(CC) -O2 -std=c11 $(WARN) -D_POSIX_C_SOURCE=200809L -o $@ $<
+$(AOT_DIR)/ptx_embed: src/aot/ptx_embed.c src/aot/ptx_text.c src/aot/ptx_text.h | $(AOT_DIR)
+	$(CC) -O2 -std=c11 $(WARN) -Isrc -D_POSIX_C_SOURCE=200809L -o $@ src/aot/ptx_embed.c src/aot/ptx_text.c
 $(AOT_DIR)/aot_ptx_data.c: $(AOT_DIR)/ptx_embed $(AOT_PTX)
 	$(AOT_DIR)/ptx_embed $@ \
 	    $(foreach a,$(AOT_ARCHS),band $(a) $(AOT_DIR)/band_sm$(a).ptx wide $(a) $(AOT_DIR)/wide_sm$(a).ptx)

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "aot/ptx_blobs.h"
+#include "aot/ptx_text.h"
 #include "core/internal.h"
 #include "cuda/kernel_args.h"
 #include "cuda/kernels.h"
@@ -135,21 +136,15 @@ static const aot_feature aot_features[] = {
 
 static int isa_num(int major, int minor) { return 10 * major + minor; }
 
-static int ident_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '$';
-}
 
 /* Whether the PTX text uses feature f outside comments. */
 static int uses_feature(const char *ptx, const aot_feature *f) {
     const size_t n = strlen(f->pat);
     for (const char *s = strstr(ptx, f->pat); s; s = strstr(s + 1, f->pat)) {
-        const char *ls = s; /* inside a // comment? */
-        while (ls > ptx && ls[-1] != '\n') ls--;
-        const char *c = strstr(ls, "//");
-        if (c && c < s) continue;
+        if (dswa_ptx_in_comment(ptx, s)) continue;
         if (!f->word) return 1;
         const char b = s > ptx ? s[-1] : '\n', a = s[n];
-        if ((b == ' ' || b == '\t' || b == '\n' || b == '{' || b == ';' || b == '}') && !ident_char(a))
+        if ((b == ' ' || b == '\t' || b == '\n' || b == '{' || b == ';' || b == '}') && !dswa_ptx_ident_char(a))
             return 1;
     }
     return 0;
@@ -201,55 +196,20 @@ static int param_index(const char *name) {
 
 /* ---- the module --------------------------------------------------------------------------- */
 
-/* The .version nvcc wrote into a module, or 0/0. */
-static void stamped_version(const char *ptx, int *major, int *minor) {
-    *major = *minor = 0;
-    const char *v = strstr(ptx, ".version");
-    if (v) sscanf(v + 8, " %d.%d", major, minor);
-}
-
-/* Static shared memory the module declares (`.shared` variables; `.extern .shared` is dynamic
-   and these kernels have none), in bytes. */
-static unsigned shared_bytes(const char *ptx) {
-    unsigned long long total = 0;
-    for (const char *l = ptx; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
-        while (*l == ' ' || *l == '\t') l++;
-        if (strncmp(l, ".shared", 7) != 0 || ident_char(l[7])) continue;
-        const char *e = strchr(l, ';'), *nl = strchr(l, '\n');
-        if (!e || (nl && nl < e)) continue;
-        unsigned long long elem = 0, count = 1;
-        static const struct { const char *t; unsigned sz; } types[] = {
-            {".b8", 1}, {".u8", 1}, {".s8", 1}, {".b16", 2}, {".u16", 2}, {".s16", 2}, {".f16", 2},
-            {".b32", 4}, {".u32", 4}, {".s32", 4}, {".f32", 4}, {".b64", 8}, {".u64", 8}, {".s64", 8},
-            {".f64", 8}, {".b128", 16},
-        };
-        for (size_t i = 0; i < sizeof types / sizeof types[0] && !elem; i++) {
-            const char *t = strstr(l, types[i].t);
-            if (t && t < e && !ident_char(t[strlen(types[i].t)])) elem = types[i].sz;
-        }
-        for (const char *b = strchr(l, '['); b && b < e; b = strchr(b + 1, '['))
-            count *= strtoull(b + 1, NULL, 10);
-        total += elem * count;
-    }
-    return total > 0xffffffffull ? 0xffffffffu : (unsigned)total;
-}
-
 /* Writes info's module: the embedded text `src` with `.target sm_XX` and `.version major.minor`,
    and a comment saying so, followed by copies of the info's varying strings (which may point
    into the module being replaced). */
 static dswa_status write_module(dswa_aot_info *info, const char *src, int sm, int major, int minor) {
     const char *entry = info->kernel_name;
-    const char *v = strstr(src, "\n.version");
-    const char *t = strstr(src, "\n.target");
+    const char *v = dswa_ptx_directive(src, ".version");
+    const char *t = dswa_ptx_directive(src, ".target");
     if (!v || !t || t < v)
         return dswa_fail(DSWA_ERR_UNSUPPORTED, "the embedded PTX of %s has no .version/.target header", entry);
-    v++;
-    t++;
     const char *v_end = strchr(v, '\n'), *t_end = strchr(t, '\n');
     if (!v_end || !t_end)
         return dswa_fail(DSWA_ERR_UNSUPPORTED, "the embedded PTX of %s has no .version/.target header", entry);
     int sm_major, sm_minor;
-    stamped_version(src, &sm_major, &sm_minor);
+    dswa_ptx_version(src, &sm_major, &sm_minor);
     char note[256], ver[32], tgt[32];
     snprintf(note, sizeof note, "// dswa %s AOT export for TensorRT: entry %s for sm_%d at PTX ISA %d.%d "
              "(nvcc wrote %d.%d; the lowest allowed is %d.%d)\n", DSWA_VERSION_STRING, entry, sm, major, minor,
@@ -316,7 +276,7 @@ static dswa_status export_kernel(int arch_idx, const dswa_kernel *kern, int32_t 
     else
         snprintf(reason, sizeof reason, "target sm_%d (PTX ISA %d.%d introduced it)", ar->sm, ar->major,
                  ar->minor);
-    stamped_version(b->ptx, &out->toolkit_isa_major, &out->toolkit_isa_minor);
+    dswa_ptx_version(b->ptx, &out->toolkit_isa_major, &out->toolkit_isa_minor);
 
     out->kernel_name = entry;
     out->family = kern->family;
@@ -349,7 +309,7 @@ static dswa_status export_kernel(int arch_idx, const dswa_kernel *kern, int32_t 
     }
     out->block[0] = DSWA_THREADS;
     out->block[1] = out->block[2] = 1;
-    out->shared_bytes = shared_bytes(b->ptx);
+    out->shared_bytes = dswa_ptx_shared_bytes(b->ptx);
     out->dynamic_shared_bytes = 0;
     _Static_assert(DSWA_TILE == 64, "grid.x below is written for 64-query blocks");
     out->grid[0] = "(N + 63) // 64";

@@ -11,13 +11,15 @@
  * top-level items (.func, variables) it references, transitively; the other entries and what
  * only they use are left out. Texts that differ only in their .target line (nvcc emits the same
  * code for sm_80 and sm_86, for instance) are stored once; the library writes the requested
- * .target and .version when it exports. Plain C11, no dependencies: it runs wherever the
- * library builds. */
+ * .target and .version when it exports. Plain C11, no dependencies beyond the PTX reader it
+ * shares with the exporter (ptx_text.c): it runs wherever the library builds. */
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "aot/ptx_text.h"
 
 typedef struct item {
     size_t begin, end;    /* byte range in the source text, whole lines */
@@ -78,24 +80,6 @@ static char *read_file(const char *path, size_t *len) {
     return buf;
 }
 
-static int is_ident(int c) { return isalnum((unsigned char)c) || c == '_' || c == '$'; }
-
-/* Whether `word` occurs in [s, s + n) as a whole identifier. */
-static int mentions(const char *s, size_t n, const char *word) {
-    const size_t w = strlen(word);
-    if (w == 0 || w > n) return 0;
-    for (size_t i = 0; i + w <= n; i++)
-        if (s[i] == word[0] && !memcmp(s + i, word, w) && (i == 0 || !is_ident(s[i - 1])) &&
-            (i + w == n || !is_ident(s[i + w])))
-            return 1;
-    return 0;
-}
-
-static const char *skip_ws(const char *p, const char *e) {
-    while (p < e && isspace((unsigned char)*p)) p++;
-    return p;
-}
-
 /* The symbol an item defines: the name after .entry/.func (past a return-parameter list), or
    for a variable the identifier before its '[', '=' or ';'. */
 static void item_name(const char *s, size_t n, item *it) {
@@ -103,23 +87,23 @@ static void item_name(const char *s, size_t n, item *it) {
     it->name[0] = '\0';
     it->is_entry = 0;
     for (const char *q = s; q < e && *q != '(' && *q != '{' && *q != ';'; q++) {
-        if (*q == '.' && (q == s || !is_ident(q[-1]))) {
-            if (e - q >= 6 && !memcmp(q, ".entry", 6) && !is_ident(q[6])) { p = q + 6; it->is_entry = 1; break; }
-            if (e - q >= 5 && !memcmp(q, ".func", 5) && !is_ident(q[5])) { p = q + 5; break; }
+        if (*q == '.' && (q == s || !dswa_ptx_ident_char(q[-1]))) {
+            if (e - q >= 6 && !memcmp(q, ".entry", 6) && !dswa_ptx_ident_char(q[6])) { p = q + 6; it->is_entry = 1; break; }
+            if (e - q >= 5 && !memcmp(q, ".func", 5) && !dswa_ptx_ident_char(q[5])) { p = q + 5; break; }
         }
     }
     if (p) {
-        p = skip_ws(p, e);
+        p = dswa_ptx_skip_space(p, e);
         if (p < e && *p == '(') { /* return parameters */
             int d = 0;
             for (; p < e; p++) {
                 if (*p == '(') d++;
                 else if (*p == ')' && --d == 0) { p++; break; }
             }
-            p = skip_ws(p, e);
+            p = dswa_ptx_skip_space(p, e);
         }
         size_t k = 0;
-        while (p < e && is_ident(*p) && k + 1 < sizeof it->name) it->name[k++] = *p++;
+        while (p < e && dswa_ptx_ident_char(*p) && k + 1 < sizeof it->name) it->name[k++] = *p++;
         it->name[k] = '\0';
         return;
     }
@@ -128,7 +112,7 @@ static void item_name(const char *s, size_t n, item *it) {
     const char *b = stop;
     while (b > s && isspace((unsigned char)b[-1])) b--;
     const char *a = b;
-    while (a > s && is_ident(a[-1])) a--;
+    while (a > s && dswa_ptx_ident_char(a[-1])) a--;
     if (a < b && (size_t)(b - a) < sizeof it->name && !(a > s && a[-1] == '.')) {
         memcpy(it->name, a, (size_t)(b - a));
         it->name[b - a] = '\0';
@@ -157,7 +141,7 @@ static void split_module(const char *family, int arch, const char *path) {
         while (eol < len && src[eol] != '\n') eol++;
         size_t next = eol < len ? eol + 1 : eol;
         const char *line = src + pos;
-        const char *t = skip_ws(line, src + eol);
+        const char *t = dswa_ptx_skip_space(line, src + eol);
         if (t == src + eol) { pos = next; continue; } /* blank */
         if (t[0] == '/' && t[1] == '/') {            /* top-level comment */
             if (!seen_version) { memcpy(hdr + hn, line, next - pos); hn += next - pos; }
@@ -222,7 +206,7 @@ static void split_module(const char *family, int arch, const char *path) {
             for (int i = 0; i < n_items; i++) {
                 if (items[i].keep || items[i].is_entry) continue;
                 for (int k = 0; k < n_items; k++)
-                    if (items[k].keep && mentions(src + items[k].begin, items[k].end - items[k].begin, items[i].name)) {
+                    if (items[k].keep && dswa_ptx_mentions(src + items[k].begin, items[k].end - items[k].begin, items[i].name)) {
                         items[i].keep = changed = 1;
                         break;
                     }
