@@ -98,7 +98,7 @@ $(BUILD)/libdswa.so: $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $@
 # What a program linking libdswa.a needs after it (`make install` writes it into dswa.pc and the
 # CMake package; recorded here so that an install as another user links what this build used).
-$(BUILD)/static-libs.txt: $(FLAGS_STAMP)
+$(BUILD)/static-libs.txt: $(FLAGS_STAMP) Makefile
 	printf '%s\n' '$(strip $(CUDA_LIBS) $(LDLIBS))' > $@
 # The CLI is built from include/dswa.h and its own files only: no -Isrc.
 $(BUILD)/dswa: $(TOOL_C) $(wildcard tools/*.h tools/ptx_fit/*.h) include/dswa.h $(BUILD)/libdswa.a
