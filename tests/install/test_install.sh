@@ -4,7 +4,8 @@
 # linked statically through dswa.pc's static_libs, and a CMake project using find_package(dswa)
 # with dswa::dswa and dswa::dswa_static; each runs tests/install/consumer.c, which checks
 # dswa_forward_cpu against a direct computation. Then `make uninstall` must leave no file, and a
-# DESTDIR install must write only under DESTDIR. Exit 77 (skipped) without pkg-config or cmake.
+# DESTDIR install must write only under DESTDIR, and its CMake package work from there. Exit 77
+# (skipped) without pkg-config or cmake.
 # Run by `make test` (tests/run.sh) with BUILD set; the make variables of the caller (GPU_ARCH=...)
 # reach the inner make through MAKEFLAGS, so it installs that build without rebuilding it.
 set -eu
@@ -95,6 +96,13 @@ make -s --no-print-directory install BUILD="$BUILD" PREFIX=/opt/dswa DESTDIR="$t
     { cat "$tmp/install2.log"; fail "make install DESTDIR"; }
 [ "$(files_under "$tmp/stage/opt/dswa")" = "$expected" ] || fail "DESTDIR install: $(files_under "$tmp/stage")"
 grep -q '^prefix=/opt/dswa$' "$tmp/stage/opt/dswa/lib/pkgconfig/dswa.pc" || fail "dswa.pc prefix under DESTDIR"
+# the CMake package finds its files from where it lies: the staged tree works where it is
+if ! { cmake -S tests/install/cmake -B "$tmp/cmake-stage" -DCMAKE_PREFIX_PATH="$tmp/stage/opt/dswa" \
+           -DCMAKE_C_COMPILER="$CC" -DCMAKE_C_FLAGS="$cflags" && cmake --build "$tmp/cmake-stage"; } \
+       > "$tmp/cmake-stage.log" 2>&1; then
+    cat "$tmp/cmake-stage.log"; fail "CMake consumer of the tree staged under DESTDIR"
+fi
+"$tmp/cmake-stage/consumer_shared" > /dev/null || fail "CMake consumer of the staged tree"
 make -s --no-print-directory uninstall BUILD="$BUILD" PREFIX=/opt/dswa DESTDIR="$tmp/stage" > /dev/null 2>&1
 [ -z "$(files_under "$tmp/stage")" ] || fail "left after DESTDIR uninstall: $(files_under "$tmp/stage")"
 echo "install test passed"
