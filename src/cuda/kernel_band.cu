@@ -293,8 +293,7 @@ __device__ __forceinline__ void band_softmax(float s[BAND_KEY_TILES][4], const f
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        mx[r] = dswa_quad_max(mx[r]);
         if (mx[r] == -INFINITY) mx[r] = 0.f; /* a row past N: every key masked */
         if (FFMA) mx[r] *= qscale;
     }
@@ -309,8 +308,7 @@ __device__ __forceinline__ void band_softmax(float s[BAND_KEY_TILES][4], const f
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        l[r] = dswa_quad_sum(l[r]);
         /* l >= 1. FFMA: the maximum's weight is 2^(rounding error), not exactly 1; a correctly
            rounded 1/l still makes a one-key window's weight exactly f */
         l[r] = FFMA ? f * __frcp_rn(l[r]) : __fdividef(f, l[r]);

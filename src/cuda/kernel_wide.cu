@@ -198,8 +198,7 @@ __device__ __forceinline__ void step_compute(T (*st)[wide_geom<T>::KEYS_PER_STEP
         }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        mx[r] = dswa_quad_max(mx[r]);
         const float mnew = fmaxf(m[r], mx[r]);
         const float muse = mnew == -INFINITY ? 0.f : mnew; /* all masked so far */
         const float corr = exp2f(m[r] - muse);

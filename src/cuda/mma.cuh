@@ -72,14 +72,21 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void *row
                  : "r"(s));
 }
 
+/* A row of an mma accumulator is spread over the 4 threads of a quad (lanes 4g .. 4g+3):
+   its maximum and its sum, known to all four. */
+__device__ __forceinline__ float dswa_quad_max(float x) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float dswa_quad_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
 /* Quad-reduce the row sums and return 1/l per row. */
 __device__ __forceinline__ void dswa_row_inverse(float l[2]) {
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-        l[r] = 1.f / l[r];
-    }
+    for (int r = 0; r < 2; r++) l[r] = 1.f / dswa_quad_sum(l[r]);
 }
 
 /* Stores this thread's part of rows i and i+8; returns whether every stored value was finite.
