@@ -161,6 +161,9 @@ INSTALLED    = include/dswa.h lib/$(SO_FILE) lib/$(SONAME) lib/libdswa.so lib/li
 INSTALL_FROM = $(BUILD)/$(SO_FILE) $(BUILD)/libdswa.a $(BUILD)/dswa $(BUILD)/static-libs.txt
 STATIC_LIBS  = $(strip $(file <$(BUILD)/static-libs.txt))
 empty :=
+# Into /usr or /usr/local (no DESTDIR), the loader finds libdswa.so.X through its cache: refresh it.
+ldconfig_if_system = @case '$(DESTDIR)$(PREFIX)' in /usr|/usr/local|/usr/|/usr/local/) \
+    if [ "$$(id -u)" = 0 ]; then echo ldconfig; ldconfig; fi ;; esac
 install_sed  = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(LIB_VERSION)|g' -e 's|@VERSION_MAJOR@|$(LIB_MAJOR)|g'
 install: $(if $(shell [ -e $(BUILD) ] && [ ! -O $(BUILD) ] && echo other),,all)
 	@for f in $(INSTALL_FROM); do [ -f $$f ] || { echo "make install: $$f is missing: run make first"; exit 1; }; done
@@ -176,10 +179,12 @@ install: $(if $(shell [ -e $(BUILD) ] && [ ! -O $(BUILD) ] && echo other),,all)
 	    cmake/dswaConfig.cmake.in > $(INSTALL_DIR)/lib/cmake/dswa/dswaConfig.cmake
 	$(install_sed) cmake/dswaConfigVersion.cmake.in > $(INSTALL_DIR)/lib/cmake/dswa/dswaConfigVersion.cmake
 	chmod 644 $(INSTALL_DIR)/lib/pkgconfig/dswa.pc $(INSTALL_DIR)/lib/cmake/dswa/dswaConfig*.cmake
+	$(ldconfig_if_system)
 
 uninstall:
 	rm -f $(addprefix $(INSTALL_DIR)/,$(INSTALLED))
 	@if [ -d $(INSTALL_DIR)/lib/cmake/dswa ]; then rmdir --ignore-fail-on-non-empty $(INSTALL_DIR)/lib/cmake/dswa; fi
+	$(ldconfig_if_system)
 
 clean:
 	rm -rf $(BUILD)
