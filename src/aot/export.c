@@ -42,12 +42,21 @@ static const aot_arch aot_archs[] = {
     {80, 7, 0}, {86, 7, 1}, {89, 7, 8}, {90, 7, 8}, {100, 8, 6}, {120, 8, 7},
 };
 #define AOT_N_ARCHS ((int)(sizeof aot_archs / sizeof aot_archs[0]))
-#define AOT_ARCH_LIST "sm_80, sm_86, sm_89, sm_90, sm_100, sm_120"
+
+/* "sm_80, sm_86, ..., sm_120": the targets of the table, for messages. */
+static const char *arch_list(char buf[128]) {
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < AOT_N_ARCHS && n < 128; i++)
+        n += (size_t)snprintf(buf + n, 128 - n, "%ssm_%d", i ? ", " : "", aot_archs[i].sm);
+    return buf;
+}
 
 /* ---- argument checks ------------------------------------------------------------------------- */
 
 static dswa_status parse_arch(const char *arch, int *idx) {
-    if (!arch) return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "arch = NULL: must name a target (" AOT_ARCH_LIST ")");
+    char list[128];
+    if (!arch) return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "arch = NULL: must name a target (%s)", arch_list(list));
     const char *s = arch;
     if (!strncmp(s, "sm_", 3)) s += 3;
     int sm = 0, digits = 0;
@@ -61,8 +70,8 @@ static dswa_status parse_arch(const char *arch, int *idx) {
                 *idx = i;
                 return DSWA_OK;
             }
-    return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "arch = %s: not exported; the exported targets are " AOT_ARCH_LIST
-                     " (a newer GPU JIT-compiles the closest one below it)", arch);
+    return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "arch = %s: not exported; the exported targets are %s"
+                     " (a newer GPU JIT-compiles the closest one below it)", arch, arch_list(list));
 }
 
 static dswa_status check_dtype_math(dswa_dtype dtype, dswa_math math) {
