@@ -39,6 +39,11 @@ __device__ __forceinline__ void dswa_block_tile_head(int *tile, int *h) {
     *h = (int)by;
 }
 
+/* A tensor's data at batch b, head h (the kernel's slice of it). */
+template <typename P> __device__ __forceinline__ P *dswa_at_head(P *base, int b, int sb, int h, int sh) {
+    return base + (int64_t)b * sb + (int64_t)h * sh;
+}
+
 __device__ __forceinline__ float dswa_to_f32(float x) { return x; }
 __device__ __forceinline__ float dswa_to_f32(__half x) { return __half2float(x); }
 __device__ __forceinline__ float dswa_to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }

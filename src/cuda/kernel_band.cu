@@ -462,9 +462,9 @@ __device__ __forceinline__ void dswa_fwd_band_impl(DSWA_KERNEL_PARAMS(T)) {
     const int b = blockIdx.z, span = wl + wr;
     const int i0 = tile * DSWA_TILE, iq = i0 + 16 * warp + g; /* rows iq and iq + 8 */
     band_ctx<T> c;
-    c.q = q + (int64_t)b * q_sb + (int64_t)h * q_sh;
-    c.k = k + (int64_t)b * k_sb + (int64_t)h * k_sh;
-    c.v = v + (int64_t)b * v_sb + (int64_t)h * v_sh;
+    c.q = dswa_at_head(q, b, q_sb, h, q_sh);
+    c.k = dswa_at_head(k, b, k_sb, h, k_sh);
+    c.v = dswa_at_head(v, b, v_sb, h, v_sh);
     c.n = n;
     c.nkeys = DSWA_TILE + span;
     c.kstart = i0 - wl;
@@ -485,7 +485,7 @@ __device__ __forceinline__ void dswa_fwd_band_impl(DSWA_KERNEL_PARAMS(T)) {
 
     dswa_block_tile_head(&tile, &h); /* again: not held through the phases */
     const int r0 = tile * DSWA_TILE + 16 * warp; /* the warp's first row */
-    T *orow0 = out + (int64_t)b * o_sb + (int64_t)h * o_sh;
+    T *orow0 = dswa_at_head(out, b, o_sb, h, o_sh);
     const bool finite = dswa_store_rows<T>(orow0, o_sn, r0 + g, n, acc);
     if (__any_sync(0xffffffffu, !finite))
         dswa_exact_rows<T>(q, k, v, out, n, wl, wr, scale, lambda, b, h, r0, q_sb,

@@ -240,9 +240,9 @@ __device__ __forceinline__ void dswa_fwd_wide(const T *__restrict__ q, const T *
     dswa_block_tile_head(&tile, &h);
     const int b = blockIdx.z, i0 = tile * DSWA_TILE, span = wl + wr;
     wide_slice<T> slice;
-    slice.q = q + (int64_t)b * q_sb + (int64_t)h * q_sh;
-    slice.k = k + (int64_t)b * k_sb + (int64_t)h * k_sh;
-    slice.v = v + (int64_t)b * v_sb + (int64_t)h * v_sh;
+    slice.q = dswa_at_head(q, b, q_sb, h, q_sh);
+    slice.k = dswa_at_head(k, b, k_sb, h, k_sh);
+    slice.v = dswa_at_head(v, b, v_sb, h, v_sh);
     slice.n = n;
     slice.kstart = i0 - wl;
     slice.nkeys = DSWA_TILE + span;
@@ -291,7 +291,7 @@ __device__ __forceinline__ void dswa_fwd_wide(const T *__restrict__ q, const T *
         }
     }
 
-    T *orow0 = out + (int64_t)b * o_sb + (int64_t)h * o_sh;
+    T *orow0 = dswa_at_head(out, b, o_sb, h, o_sh);
     const bool finite = dswa_store_rows<T>(orow0, o_sn, iq, n, o0);
     if (__any_sync(0xffffffffu, !finite))
         dswa_exact_rows<T>(q, k, v, out, n, wl, wr, scale, lambda, b, h, i0 + qrow0, q_sb, q_sn,
