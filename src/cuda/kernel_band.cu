@@ -187,20 +187,8 @@ __device__ __forceinline__ void band_prep_q(uint32_t q_frag[4][4], uint32_t q_lo
 template <typename T, int FP32>
 __device__ __forceinline__ void band_load_q(uint32_t q_frag[4][4], uint32_t q_low[4][4],
                                             const band_ctx<T> &c, int p, int half, int i) {
-    const int quad = threadIdx.x & 3;
     uint32_t w[2][8];
-#pragma unroll
-    for (int rr = 0; rr < 2; rr++) {
-        const int ii = i + 8 * rr;
-        const T *row = c.q + (int64_t)p * c.q_sp + (int64_t)(ii < c.n ? ii : 0) * c.q_sn;
-#pragma unroll
-        for (int x = 0; x < 2; x++) {
-            const int chunk = sizeof(T) == 4 ? 4 * (2 * half + x) + quad : 4 * x + quad;
-            uint4 u = make_uint4(0, 0, 0, 0);
-            if (ii < c.n) u = __ldg((const uint4 *)(row + chunk * (16 / (int)sizeof(T))));
-            w[rr][4 * x + 0] = u.x; w[rr][4 * x + 1] = u.y; w[rr][4 * x + 2] = u.z; w[rr][4 * x + 3] = u.w;
-        }
-    }
+    dswa_load_q_rows<2, false>(w, c.q + (int64_t)p * c.q_sp, c.q_sn, c.n, i, sizeof(T) == 4 ? 2 * half : 0);
     band_prep_q<T, FP32>(q_frag, q_low, w, c);
 }
 /* The same from a Q phase in the ring : block rows 16 warp + g (+8), chunks 4x + c of

@@ -73,27 +73,9 @@ __device__ __forceinline__ void load_step(T (*st)[wide_geom<T>::KEYS_PER_STEP][D
 template <typename T>
 __device__ __forceinline__ void load_q(uint32_t q_frag[2][16], const wide_slice<T> &slice, int p,
                                        int i, float qscale) {
-    const int c = threadIdx.x & 3;
-#pragma unroll
-    for (int rr = 0; rr < 2; rr++) {
-        const int ii = i + 8 * rr;
-        const T *row = slice.q + (int64_t)p * slice.q_sp + (int64_t)(ii < slice.n ? ii : 0) * slice.q_sn;
-#pragma unroll
-        for (int x = 0; x < 16 / wide_geom<T>::ELEMS_PER_CHUNK; x++) { /* 4 chunks (f32) or 2 (16-bit) */
-            const int chunk = 4 * x + c;
-            uint4 w = make_uint4(0, 0, 0, 0);
-            if (ii < slice.n) w = __ldg((const uint4 *)(row + chunk * wide_geom<T>::ELEMS_PER_CHUNK));
-            if constexpr (sizeof(T) == 4) {
-                q_frag[rr][4 * x + 0] = tf32(__uint_as_float(w.x));
-                q_frag[rr][4 * x + 1] = tf32(__uint_as_float(w.y));
-                q_frag[rr][4 * x + 2] = tf32(__uint_as_float(w.z));
-                q_frag[rr][4 * x + 3] = tf32(__uint_as_float(w.w));
-            } else {
-                q_frag[rr][4 * x + 0] = w.x; q_frag[rr][4 * x + 1] = w.y;
-                q_frag[rr][4 * x + 2] = w.z; q_frag[rr][4 * x + 3] = w.w;
-            }
-        }
-    }
+    /* 4 chunks (f32, rounded to TF32) or 2 (16-bit) */
+    dswa_load_q_rows<16 / wide_geom<T>::ELEMS_PER_CHUNK, sizeof(T) == 4>(q_frag, slice.q + (int64_t)p * slice.q_sp,
+                                                                        slice.q_sn, slice.n, i, 0);
 }
 
 /* S for one 8-key tile (rows kt*8 .. +7 of the step's K): s[0..3] in mma C layout. */

@@ -20,6 +20,36 @@ __device__ __forceinline__ uint32_t tf32(float x) {
     return r;
 }
 
+/* The Q words of this thread's rows i and i + 8 (of n; rows past n read as zeros) from `qp`,
+   Q of one pair at the kernel's (batch, head) with row stride q_sn: CHUNKS 16-byte chunks
+   4 (group + x) + quad for x < CHUNKS, word k of chunk x into w[rr][4x + k], rounded to TF32
+   when ROUND_TF32. The mma A fragments of both families are laid out from these words. */
+template <int CHUNKS, bool ROUND_TF32, int WORDS, typename T>
+__device__ __forceinline__ void dswa_load_q_rows(uint32_t (*w)[WORDS], const T *qp, int q_sn, int n, int i,
+                                                 int group) {
+    static_assert(WORDS >= 4 * CHUNKS, "w holds every word read");
+    const int quad = threadIdx.x & 3;
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+        const int ii = i + 8 * rr;
+        const T *row = qp + (int64_t)(ii < n ? ii : 0) * q_sn;
+#pragma unroll
+        for (int x = 0; x < CHUNKS; x++) {
+            const int chunk = 4 * (group + x) + quad;
+            uint4 u = make_uint4(0, 0, 0, 0);
+            if (ii < n) u = __ldg((const uint4 *)(row + chunk * (16 / (int)sizeof(T))));
+            if constexpr (ROUND_TF32) {
+                w[rr][4 * x + 0] = tf32(__uint_as_float(u.x));
+                w[rr][4 * x + 1] = tf32(__uint_as_float(u.y));
+                w[rr][4 * x + 2] = tf32(__uint_as_float(u.z));
+                w[rr][4 * x + 3] = tf32(__uint_as_float(u.w));
+            } else {
+                w[rr][4 * x + 0] = u.x; w[rr][4 * x + 1] = u.y; w[rr][4 * x + 2] = u.z; w[rr][4 * x + 3] = u.w;
+            }
+        }
+    }
+}
+
 /* 2^x on the special-function unit; ex2.approx.ftz(-inf) = +0, which masking relies on. */
 __device__ __forceinline__ float dswa_exp2(float x) {
     float y;
