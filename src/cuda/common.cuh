@@ -10,7 +10,6 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "core/internal.h"
 #include "cuda/kernel_args.h"
 #include "cuda/kernels.h"
 
