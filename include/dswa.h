@@ -106,9 +106,9 @@ int dswa_cuda_available(void);
    its own element decoders, exact for every f32, f16 and bf16 value. For checking outputs of
    dswa_forward_* (or of anything else computing the op): query rows [row_begin, row_end) of
    every batch and head into out, a contiguous (B, row_end - row_begin, H, D) array of
-   doubles, out[((b * R + (i - row_begin)) * H + h) * D + d]. p is checked as dswa_validate
-   checks it (q, k, v must be non-NULL; out is the double array, so p->out is not used);
-   0 <= row_begin <= row_end <= seq_len. A NaN in a query's window carries to its row as the
+   doubles, out[((b * R + (i - row_begin)) * H + h) * D + d]. p's fields and q, k, v are
+   checked as dswa_validate checks them (out is this double array: p->out's strides are
+   checked but not read); 0 <= row_begin <= row_end <= seq_len. A NaN in a query's window carries to its row as the
    arithmetic carries it. Host memory; runs on the CPU (OpenMP threads where built with it). */
 dswa_status dswa_reference_rows(const dswa_problem *p, const void *q, const void *k,
                                 const void *v, int32_t row_begin, int32_t row_end, double *out);
