@@ -258,7 +258,7 @@ static void check_export(const dswa_aot_info *in, int ai, dswa_dtype dt, int ban
     /* ptxas: assembles at the claimed version; one version lower is refused */
     if (!ptxas) return;
     char *err = NULL;
-    int rc = dswa_ptxas_assemble(ptxas, in->ptx, in->ptx_size, archs[ai].arch, &err);
+    int rc = ptx_fit_ptxas_assemble(ptxas, in->ptx, in->ptx_size, archs[ai].arch, &err);
     CHECK(rc == 0, "%s %s: ptxas -arch=%s failed on the export (exit %d%s%s)", archs[ai].arch, what, archs[ai].arch,
           rc, err ? ": " : "", err ? err : "");
     free(err);
@@ -271,7 +271,7 @@ static void check_export(const dswa_aot_info *in, int ai, dswa_dtype dt, int ban
             const char *rest = strchr(v + 1, '\n');
             snprintf(low, in->ptx_size + 16, "%.*s%s%s", (int)a, in->ptx, archs[ai].below, rest);
             fprintf(stderr, "(expected next: ptxas refuses %s at PTX ISA %s)\n", archs[ai].arch, archs[ai].below);
-            rc = dswa_ptxas_assemble(ptxas, low, strlen(low), archs[ai].arch, NULL);
+            rc = ptx_fit_ptxas_assemble(ptxas, low, strlen(low), archs[ai].arch, NULL);
             CHECK(rc != 0, "%s %s: ptxas accepted .version %s, below the claimed lowest %d.%d", archs[ai].arch,
                   what, archs[ai].below, in->ptx_isa_major, in->ptx_isa_minor);
             refused_below += rc != 0;
@@ -442,7 +442,7 @@ static void error_cases(int have_ptx) {
               in.ptx_size == strlen(in.ptx) && count_substr(in.ptx, ".version") == 1,
               "set_ptx_isa %s: %s; module says '%s'", isas[i], dswa_last_error(), buf);
         if (ptxas && s == DSWA_OK && i == 0) {
-            int rc = dswa_ptxas_assemble(ptxas, in.ptx, in.ptx_size, "sm_90", NULL);
+            int rc = ptx_fit_ptxas_assemble(ptxas, in.ptx, in.ptx_size, "sm_90", NULL);
             CHECK(rc == 0, "ptxas refused sm_90 bf16 at .version 8.0 (exit %d)", rc);
         }
     }
@@ -503,7 +503,7 @@ int main(void) {
     }
     dswa_aot_info_free(&probe);
 
-    ptxas = dswa_ptxas_find();
+    ptxas = ptx_fit_ptxas_find();
     for (int ai = 0; ai < N_ARCHS; ai++) {
         for (int band = 0; band < 2; band++)
             for (int t = 0; t < 3; t++) {

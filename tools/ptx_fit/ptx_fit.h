@@ -109,10 +109,6 @@ char *ptx_fit_ptxas_find(void);
 int ptx_fit_ptxas_assemble(const char *ptxas, const char *text, size_t len, const char *arch,
                            char **messages);
 
-/* The names tests/test_aot.c still uses (it assembles the AOT exports with this ptxas). */
-#define dswa_ptxas_find ptx_fit_ptxas_find
-#define dswa_ptxas_assemble ptx_fit_ptxas_assemble
-
 #ifdef __cplusplus
 }
 #endif
