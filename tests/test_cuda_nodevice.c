@@ -1,11 +1,23 @@
 /* dswa_forward_cuda without a usable CUDA device (or in a build without CUDA): a valid problem
    is validated and then refused with DSWA_ERR_NO_DEVICE and a message, and the output is not
    touched. The pointers are host memory: the call must not dereference them. With a device
-   present this test is skipped (tests/test_cuda.c covers the device). */
+   present this test is skipped (tests/test_cuda.c covers the device). Where libcuda.so.1
+   cannot be loaded at all, the message must say that no driver was found, not that the
+   driver's version is insufficient (which sends a user to upgrade a driver they lack). */
 #include <stdio.h>
 #include <string.h>
 #include "dswa.h"
 #include "testutil.h"
+#ifdef DSWA_HAVE_CUDA
+#include <dlfcn.h>
+
+/* Whether the CUDA driver library loads here (as the CUDA runtime loads it). */
+static int have_driver(void) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (h) dlclose(h);
+    return h != NULL;
+}
+#endif
 
 int main(void) {
     if (dswa_cuda_available())
@@ -31,6 +43,14 @@ int main(void) {
         CHECK(msg != NULL && msg[0] != '\0', "%s: DSWA_ERR_NO_DEVICE without a message", dswa_dtype_name(dt));
         CHECK(tu_outbuf_untouched(&o), "%s: the output was written", dswa_dtype_name(dt));
         if (t == 0) printf("dswa_forward_cuda: %s: %s\n", dswa_status_string(s), msg ? msg : "(null)");
+#ifdef DSWA_HAVE_CUDA
+        if (!have_driver())
+            CHECK(msg && strstr(msg, "no CUDA driver found (libcuda.so.1 not loadable)") &&
+                  !strstr(msg, "insufficient"), "no libcuda.so.1 here, but the message is \"%s\"",
+                  msg ? msg : "(null)");
+#else
+        CHECK(msg && strstr(msg, "built without CUDA"), "a build without CUDA says \"%s\"", msg ? msg : "(null)");
+#endif
 
         /* The message survives dswa_cuda_available(), which must not clobber it. */
         char saved[512];

@@ -24,6 +24,26 @@ extern "C" int dswa_cuda_probe(void) {
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
         (void)cudaGetLastError(); /* do not leave our failed probe as the caller's error */
+        /* With no libcuda.so.1 at all the runtime says "driver version is insufficient",
+           which sends a user to upgrade a driver they do not have: say what is missing. A
+           real, old driver reports its version (> 0) and keeps the runtime's message. */
+        int driver = 0;
+        if (e == cudaErrorInsufficientDriver &&
+            (cudaDriverGetVersion(&driver) != cudaSuccess || driver == 0)) {
+            (void)cudaGetLastError();
+            dswa_fail(DSWA_ERR_NO_DEVICE, "no CUDA driver found (libcuda.so.1 not loadable): "
+                      "no GPU on this machine");
+            return 0;
+        }
+        if (e == cudaErrorInsufficientDriver) {
+            int runtime = 0;
+            (void)cudaRuntimeGetVersion(&runtime);
+            (void)cudaGetLastError();
+            dswa_fail(DSWA_ERR_NO_DEVICE, "no CUDA device is available (%s: driver %d.%d, "
+                      "runtime %d.%d)", cudaGetErrorString(e), driver / 1000, driver % 1000 / 10,
+                      runtime / 1000, runtime % 1000 / 10);
+            return 0;
+        }
         dswa_fail(DSWA_ERR_NO_DEVICE, "no CUDA device is available (%s)",
                   e != cudaSuccess ? cudaGetErrorString(e) : "device count is 0");
         return 0;
