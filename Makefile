@@ -119,10 +119,16 @@ test: all $(TEST_BIN)
 test-long: all $(TEST_BIN)
 	@DSWA_TEST_LONG=1 BUILD=$(BUILD) sh tests/run.sh $(TEST_RUN)
 
-# dswa's own table, then (where Python has torch and Triton and a GPU is present) the
-# comparators of the same run, their table and the plot in $(BUILD)/.
+# dswa's own rows as JSON ($(BUILD)/bench.json), its table and the README's table from that one
+# run, then (where Python has torch and Triton and a GPU is present) the comparators of the same
+# run, their table and the plot in $(BUILD)/.
 bench: all
-	$(BUILD)/dswa bench
+	$(BUILD)/dswa bench --json > $(BUILD)/bench.json.part && mv $(BUILD)/bench.json.part $(BUILD)/bench.json
+	python3 bench/profiling/bench-table.py $(BUILD)/bench.json
+	@if python3 bench/readme_table.py $(BUILD)/bench.json --commit "$$(git describe --always --dirty 2>/dev/null || echo unknown)" \
+	    > $(BUILD)/readme-table.md.part; then mv $(BUILD)/readme-table.md.part $(BUILD)/readme-table.md; \
+	  echo "bench: $(BUILD)/bench.json; README table: $(BUILD)/readme-table.md"; \
+	else rm -f $(BUILD)/readme-table.md.part; echo "bench: $(BUILD)/bench.json (no README table: it is made from a GPU run)"; fi
 	@if python3 -c "import torch, triton, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then \
 	  python3 bench/compare.py --json $(BUILD)/compare.json && \
 	  python3 bench/plot.py $(BUILD)/compare.json $(BUILD)/perf.png; \
