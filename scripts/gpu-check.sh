@@ -1,45 +1,92 @@
 #!/usr/bin/env bash
-# On a GPU machine: build for this GPU, run the whole test suite (GPU tests included), run
-# compute-sanitizer (memcheck, racecheck) on the small GPU tests, run `dswa bench`, the Python
-# comparators and the plot, leaving logs + JSON in OUTDIR (default: $OUT, else ./gpu-out).
-# Ends with a short table. The two halves can run as separate calls:
-#   scripts/gpu-check.sh OUTDIR [all|tests|compare]
+# The GPU job, in one command on a machine with an NVIDIA GPU: build for that GPU, every test
+# (GPU tests included), compute-sanitizer (memcheck, racecheck, synccheck, initcheck) on the
+# small GPU cases, the TensorRT plugin path launched through the driver in a CUDA graph, then
+# `dswa bench` (with the wide kernel and fp32-accurate rows) and the README table from it.
+# Logs and JSON go to OUTDIR (default: $OUT, else ./gpu-out); it ends with a short summary.
+#   scripts/gpu-check.sh [OUTDIR] [all|tests|bench|compare]
+# `tests` and `bench` are the two halves of `all`; `compare` runs the Python comparators
+# (bench/compare.py: Triton block-tiled kernel, FlexAttention) and the plot. Without a GPU it
+# says so and exits 1 at once.
 set -u
 out=${1:-${OUT:-gpu-out}}
 part=${2:-all}
+case $part in all|tests|bench|compare) ;; *) echo "gpu-check: unknown part '$part' (all|tests|bench|compare)"; exit 2 ;; esac
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
+if [ -z "$arch" ]; then
+    echo "gpu-check: no GPU found (nvidia-smi is missing or lists no device): this job needs an NVIDIA GPU"
+    exit 1
+fi
 mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 1  # absolute: the script cds below
 exec > >(tee -a "$out/gpu-check-$part.log") 2>&1
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 export PYTHONUNBUFFERED=1
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+secs() { echo $(( $(date +%s) - $1 )); }
 rc=0
+summary=""
+note() { summary="$summary$*"$'\n'; }
 
 step "machine"
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm,clocks.mem --format=csv || true
-arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d ' .')
-echo "building for sm_$arch"
+commit=${COMMIT:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
+echo "commit $commit, building for sm_$arch"
 step "build"
+t=$(date +%s)
 make -s -j"$(nproc)" GPU_ARCH="$arch" all > "$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; echo "BUILD FAILED"; exit 1; }
 grep -v '^ptxas warning' "$out/build.log" | tail -n 5
+note "build: $(secs "$t") s"
 
 if [ "$part" = all ] || [ "$part" = tests ]; then
-    step "tests"
-    make GPU_ARCH="$arch" test || rc=1
-    cat build/test-logs/*.log > "$out/test-logs.txt" 2>/dev/null
-    step "compute-sanitizer (small shapes)"
+    step "make test"
+    t=$(date +%s)
+    if make -s GPU_ARCH="$arch" test > "$out/test.log" 2>&1; then r=ok; else r=FAILED; rc=1; fi
+    grep -E '^(PASS|FAIL|SKIP)|^tests:|^      ' "$out/test.log"
+    note "make test: $r in $(secs "$t") s ($(grep '^tests:' "$out/test.log"))"
+    tar czf "$out/test-logs.tgz" -C build test-logs 2>/dev/null
+    step "compute-sanitizer on test_cuda --small"
     if command -v compute-sanitizer >/dev/null; then
-        for tool in memcheck racecheck; do
-            timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 build/tests/test_cuda --small \
+        for tool in memcheck racecheck synccheck initcheck; do
+            t=$(date +%s)
+            timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 build/tests/test_cuda --small \
                 > "$out/sanitizer-$tool.txt" 2>&1
-            r=$?; echo "$tool: exit $r: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.txt" | tail -n 1)"
+            r=$?
+            s=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.txt" | tail -n 1)
+            echo "$tool: exit $r in $(secs "$t") s: $s"
+            note "sanitizer $tool: exit $r: $s"
             [ $r -eq 0 ] || rc=1
         done
     else
-        echo "compute-sanitizer not found"; rc=1
+        echo "compute-sanitizer not found"; note "compute-sanitizer: not found"; rc=1
     fi
-    step "dswa bench"
-    build/dswa bench --json > "$out/bench.json" || rc=1
-    python3 bench/profiling/bench-table.py "$out/bench.json"
+    step "TensorRT plugin path through the driver (python/tests/gpu_trt.sh)"
+    if ls .whl/*.whl >/dev/null 2>&1; then
+        t=$(date +%s)
+        if DSWA_LIB="$PWD/build/libdswa.so" sh python/tests/gpu_trt.sh > "$out/gpu-trt.log" 2>&1; then r=ok; else r=FAILED; rc=1; fi
+        tail -n 15 "$out/gpu-trt.log"
+        note "TensorRT plugin path on the GPU: $r in $(secs "$t") s"
+    else
+        echo "skipped: the TensorRT plugin-layer wheels are not in .whl/ (see python/tests/gpu_trt.sh)"
+        note "TensorRT plugin path on the GPU: skipped (no .whl/)"
+    fi
+fi
+
+if [ "$part" = all ] || [ "$part" = bench ]; then
+    step "dswa bench (the default rows, as make bench runs them)"
+    t=$(date +%s)
+    build/dswa bench --json > "$out/bench.json" 2> "$out/bench.err" || { echo "dswa bench failed"; tail -n 5 "$out/bench.err"; rc=1; }
+    python3 bench/profiling/bench-table.py "$out/bench.json" || rc=1
+    note "dswa bench: $(secs "$t") s"
+    python3 bench/readme_table.py "$out/bench.json" --commit "$commit" > "$out/readme-table.md" || rc=1
+    for w in 64 128; do
+        step "wide kernel: --window $w"
+        build/dswa bench --window "$w" --L 256,4096 --cold none --json > "$out/bench-window-$w.json" \
+            2> "$out/bench-window-$w.err" || { echo "failed"; rc=1; }
+        python3 bench/profiling/bench-table.py "$out/bench-window-$w.json" | tail -n +2 || rc=1
+    done
+    step "fp32-accurate math (--math fp32) beside TF32"
+    build/dswa bench --dtype f32 --math fp32 --cold none --json > "$out/bench-fp32.json" 2> "$out/bench-fp32.err" || rc=1
+    python3 bench/profiling/bench-table.py "$out/bench-fp32.json" | tail -n +2 || rc=1
 fi
 
 if [ "$part" = all ] || [ "$part" = compare ]; then
@@ -48,5 +95,7 @@ if [ "$part" = all ] || [ "$part" = compare ]; then
     python3 bench/plot.py "$out/compare.json" "$out/perf.png" || true
     python3 bench/compare.py --table "$out/compare.json" || true
 fi
-step "done: rc=$rc"
+step "summary (commit $commit)"
+printf '%s' "$summary"
+echo "gpu-check: rc=$rc"
 exit $rc
