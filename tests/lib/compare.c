@@ -82,3 +82,52 @@ double tu_rel_error_rows(const dswa_problem *p, const void *out, const double *r
 double tu_rel_error(const dswa_problem *p, const void *out, const double *ref) {
     return tu_rel_error_rows(p, out, ref, 0, p->seq_len, NULL);
 }
+
+double tu_err_sampled(const dswa_problem *p, const void *q, const void *k, const void *v,
+                      const void *out, tu_rng *rng, int64_t *rows) {
+    const int64_t n = p->seq_len, tiles = (n + 63) / 64;
+    char *pick = calloc((size_t)(n > 0 ? n : 1), 1);
+    if (!pick) abort();
+    int64_t picked = 0;
+#define PICK_ROWS(a, b) \
+    for (int64_t r_ = (a) < 0 ? 0 : (a); r_ < (b) && r_ < n; r_++) picked += !pick[r_], pick[r_] = 1
+    if (rng) {
+        PICK_ROWS(0, 64);
+        PICK_ROWS((tiles - 1) * 64, n);
+        if (n % 64) PICK_ROWS((tiles - 2) * 64, (tiles - 1) * 64);
+        /* whole tiles rather than scattered rows: each run of rows is one call of the
+           reference, and the kernels work tile by tile */
+        const int64_t extra = tiles / 4 < 32 ? tiles / 4 : 32;
+        for (int64_t t = 0; t < extra; t++) {
+            const int64_t tile = tu_rng_range(rng, tiles);
+            PICK_ROWS(tile * 64, tile * 64 + 64);
+        }
+    }
+#undef PICK_ROWS
+    if (!rng || 2 * picked >= n) { /* a sample of half the rows or more: all of them */
+        memset(pick, 1, (size_t)n);
+        picked = n;
+    }
+    tu_acc acc;
+    tu_acc_init(&acc);
+    for (int64_t r0 = 0; r0 < n;) { /* each run of picked rows at once */
+        if (!pick[r0]) {
+            r0++;
+            continue;
+        }
+        int64_t r1 = r0;
+        while (r1 < n && pick[r1]) r1++;
+        double *ref = malloc(sizeof(double) * (size_t)(p->batch * (r1 - r0) * p->heads * p->head_dim));
+        if (!ref) abort();
+        tu_reference_rows(p, q, k, v, r0, r1, ref);
+        tu_acc_rows(&acc, p, out, ref, r0, r1);
+        free(ref);
+        r0 = r1;
+    }
+    free(pick);
+    if (rows) *rows = picked;
+    /* every picked element was looked at, one way or another */
+    if (acc.compared + acc.nan_ok + acc.mismatch != (int64_t)p->batch * picked * p->heads * p->head_dim)
+        return INFINITY;
+    return tu_acc_result(&acc);
+}

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include "dswa.h"
+#include "testutil.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,6 +50,15 @@ double tu_rel_error(const dswa_problem *p, const void *out, const double *ref);
    *max_abs receives the largest absolute difference when not NULL. */
 double tu_rel_error_rows(const dswa_problem *p, const void *out, const double *ref_dense,
                          int64_t row_begin, int64_t row_end, double *max_abs);
+
+/* The relative error over a sample of query rows (every batch and head of each), for outputs
+   too large to compare whole in a short test: every row of the first and the last 64-query
+   tiles (the kernels' edges; with B > 1 the rows on both sides of every batch end), the full
+   tile before a partial last one, and min(tiles / 4, 32) random whole tiles (2048 rows)
+   drawn from rng. Where that is half of N or more, and when rng is NULL, all rows. *rows
+   (when not NULL) receives the number of rows compared. */
+double tu_err_sampled(const dswa_problem *p, const void *q, const void *k, const void *v,
+                      const void *out, tu_rng *rng, int64_t *rows);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include "testutil.h"
 
 /* ---- RNG ----------------------------------------------------------------------------- */
@@ -35,6 +37,14 @@ double tu_rng_normal(tu_rng *r) {
     r->spare = rad * sin(th);
     r->has_spare = 1;
     return rad * cos(th);
+}
+
+uint64_t tu_fresh_seed(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    tu_rng r;
+    tu_rng_init(&r, (uint64_t)t.tv_sec * 1000000007ULL ^ (uint64_t)t.tv_nsec ^ ((uint64_t)getpid() << 32));
+    return tu_rng_u64(&r);
 }
 
 int64_t tu_rng_range(tu_rng *r, int64_t n) {
@@ -166,9 +176,22 @@ void *tu_alloc(int64_t elems, dswa_dtype dtype) {
 void tu_free(void *ptr) { free(ptr); }
 
 void tu_fill_normal(void *buf, int64_t n, dswa_dtype dtype, tu_rng *r, double sd) {
-    for (int64_t i = 0; i < n; i++) {
-        do tu_store(buf, i, dtype, sd * tu_rng_normal(r));
-        while (tu_load(buf, i, dtype) == 0.0);
+    /* Chunks with generators of their own, seeded from r: the same values for any number of
+       threads, and production-size inputs (10^8 elements) in a fraction of a second. */
+    enum { CHUNK = 1 << 16 };
+    const uint64_t base = tu_rng_u64(r);
+    const int64_t nch = (n + CHUNK - 1) / CHUNK;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (nch > 1)
+#endif
+    for (int64_t c = 0; c < nch; c++) {
+        tu_rng cr;
+        tu_rng_init(&cr, base + (uint64_t)c * 0xd1b54a32d192ed03ULL);
+        const int64_t end = (c + 1) * CHUNK < n ? (c + 1) * CHUNK : n;
+        for (int64_t i = c * CHUNK; i < end; i++) {
+            do tu_store(buf, i, dtype, sd * tu_rng_normal(&cr));
+            while (tu_load(buf, i, dtype) == 0.0);
+        }
     }
 }
 
