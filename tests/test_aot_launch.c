@@ -2,7 +2,8 @@
    what TensorRT does with the CUDA driver API, and nothing of the library's own launch path.
    For each case it exports the kernel for the GPU's architecture (dswa_aot_kernel_for: the
    kernel the library would pick), loads the PTX text with cuModuleLoadDataEx, looks the entry
-   up by the metadata's name, computes the int32 extras itself from the SAME-L shapes (as an
+   up by the metadata's name (each distinct module once: cases exporting the same PTX launch
+   the module already loaded), computes the int32 extras itself from the SAME-L shapes (as an
    aot_impl's SymInt expressions would) and checks them against the metadata, passes the
    arguments in the metadata's order (input pointers, extras, output pointer), takes grid,
    block and shared memory from the metadata, captures the launch into a CUDA graph and replays
@@ -138,6 +139,12 @@ static const char *dev_arch;    /* the export for it: the highest exported targe
 static CUdevice dev;
 static int cases_run;
 
+/* Modules loaded so far, by their PTX text: the cases that export the same module (other B,
+   H, V layout or window of the same family) launch it again instead of JIT-compiling it
+   again (each JIT costs ptxas's time); every distinct module is loaded and checked once. */
+static struct { char *ptx; CUmodule mod; float jit_ms; } loaded[32];
+static int n_loaded, jit_count;
+
 static double tol_for(dswa_dtype t) { return t == DSWA_F32 ? 3e-3 : t == DSWA_F16 ? 5e-3 : 1e-2; }
 
 /* The extras as an aot_impl computes them for contiguous SAME-L tensors: Q, K, V (B, N, 2H, D)
@@ -178,6 +185,7 @@ static void run_case(const char *arch, dswa_dtype dt, int B, int N, int H, int w
     dswa_aot_info info;
     memset(&info, 0, sizeof info);
     CUmodule mod = NULL;
+    int cached = 0, reused = 0; /* mod is in `loaded` (and was already there) */
     CUstream stream = NULL;
     CUgraph graph = NULL;
     CUgraphExec exec = NULL;
@@ -216,13 +224,28 @@ static void run_case(const char *arch, dswa_dtype dt, int B, int N, int H, int w
     CUjit_option jo[5] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_INFO_LOG_BUFFER,
                           CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_WALL_TIME};
     void *jv[5] = {elog, (void *)(uintptr_t)sizeof elog, ilog, (void *)(uintptr_t)sizeof ilog, NULL};
-    const CUresult lr = drv.ModuleLoadDataEx(&mod, info.ptx, 5, jo, jv);
-    memcpy(&wall_ms, &jv[4], sizeof wall_ms); /* the driver writes the float into the option's slot */
-    if (lr != CUDA_SUCCESS) {
-        CHECK(0, "%s: cuModuleLoadDataEx on the exported PTX (%s, .target %s, .version %d.%d) failed: %s; JIT log: %s",
-              name, info.kernel_name, info.target, info.ptx_isa_major, info.ptx_isa_minor, cu_err(lr), elog);
-        mod = NULL;
-        goto done;
+    for (int i = 0; i < n_loaded && !cached; i++)
+        if (!strcmp(loaded[i].ptx, info.ptx)) {
+            mod = loaded[i].mod;
+            wall_ms = loaded[i].jit_ms;
+            cached = reused = 1;
+        }
+    if (!cached) {
+        const CUresult lr = drv.ModuleLoadDataEx(&mod, info.ptx, 5, jo, jv);
+        memcpy(&wall_ms, &jv[4], sizeof wall_ms); /* the driver writes the float into the option's slot */
+        if (lr != CUDA_SUCCESS) {
+            CHECK(0, "%s: cuModuleLoadDataEx on the exported PTX (%s, .target %s, .version %d.%d) failed: %s; JIT "
+                  "log: %s", name, info.kernel_name, info.target, info.ptx_isa_major, info.ptx_isa_minor, cu_err(lr),
+                  elog);
+            mod = NULL;
+            goto done;
+        }
+        jit_count++;
+        if (n_loaded < (int)(sizeof loaded / sizeof loaded[0]) && (loaded[n_loaded].ptx = strdup(info.ptx))) {
+            loaded[n_loaded].mod = mod;
+            loaded[n_loaded++].jit_ms = wall_ms;
+            cached = 1; /* owned by the table now */
+        }
     }
     CUfunction fn;
     DRV(drv.ModuleGetFunction(&fn, mod, info.kernel_name));
@@ -313,10 +336,11 @@ static void run_case(const char *arch, dswa_dtype dt, int B, int N, int H, int w
         if (r >= 2) CHECK(!memcmp(prev, ho.base, obytes), "%s: replay %d differs bitwise from replay %d", name, r, r - 1);
         memcpy(prev, ho.base, obytes);
     }
-    printf("  %-44s %-22s PTX %d.%d grid (%u,%u,%u) block %u smem %d regs %d lmem %d JIT %.0f ms  %d replays, "
+    printf("  %-44s %-22s PTX %d.%d grid (%u,%u,%u) block %u smem %d regs %d lmem %d JIT %.0f ms%s  %d replays, "
            "max rel_err %.2e (tol %.0e)\n", name, info.kernel_name, info.ptx_isa_major, info.ptx_isa_minor,
            info.grid_dims[0], info.grid_dims[1], info.grid_dims[2], info.block[0], fshared, fregs, flocal,
-           (double)wall_ms, replays, worst, tol_for(dt));
+           (double)wall_ms, reused ? " (loaded before)" : "", replays,
+           worst, tol_for(dt));
 done:
     if (exec) drv.GraphExecDestroy(exec);
     if (graph) drv.GraphDestroy(graph);
@@ -325,7 +349,7 @@ done:
     if (dk) drv.MemFree(dk);
     if (dv) drv.MemFree(dv);
     if (dbase) drv.MemFree(dbase);
-    if (mod) drv.ModuleUnload(mod);
+    if (mod && !cached) drv.ModuleUnload(mod);
     tu_free(hq);
     tu_free(hk);
     tu_free(hv);
@@ -397,7 +421,12 @@ int main(void) {
             run_case(exported_names[i], DSWA_F32, 1, 1000, 3, 40, 25, 0, 0.125f, 0.8f, 2);
         }
     probe_unlowered();
-    printf("%d cases through cuModuleLoadDataEx + a captured graph\n", cases_run);
+    printf("%d cases through cuModuleLoadDataEx + a captured graph (%d distinct modules JIT-compiled)\n", cases_run,
+           jit_count);
+    for (int i = 0; i < n_loaded; i++) {
+        drv.ModuleUnload(loaded[i].mod);
+        free(loaded[i].ptx);
+    }
 done:
     if (ctx) drv.DevicePrimaryCtxRelease(dev);
     TEST_MAIN_RETURN("test_aot_launch");
