@@ -50,17 +50,7 @@ class AotInfo(_c.Structure):                   # dswa_aot_info
                 ("n_outputs", _c.c_int), ("params", AotParam * 24),
                 ("block", _c.c_uint * 3), ("shared_bytes", _c.c_uint),
                 ("dynamic_shared_bytes", _c.c_uint), ("grid", _c.c_char_p * 3),
-                ("tile", _c.c_int), ("strip", _c.c_int), ("has_problem", _c.c_int),
-                ("grid_dims", _c.c_uint * 3), ("storage_", _c.c_void_p)]
-    # dswa.h is dropping `tile` and `strip` (the grid formulas replace them). Both layouts are
-    # read: a tile is never 0 or 1, so tile in (0, 1) means the fields after `grid` sit 8 bytes
-    # earlier (tile's slot holds has_problem). test_layout.py checks this against the header.
-
-    def problem_fields(self):
-        """(has_problem, grid_dims) whichever layout the library has."""
-        if self.tile not in (0, 1):
-            return self.has_problem, tuple(self.grid_dims)
-        return self.tile, (self.strip, self.has_problem, self.grid_dims[0])
+                ("has_problem", _c.c_int), ("grid_dims", _c.c_uint * 3)]
 
 
 class LibraryNotFound(RuntimeError):
@@ -174,7 +164,7 @@ class AotKernel:
         self.ptx_isa = (info.ptx_isa_major, info.ptx_isa_minor)
         self.dtype, self.math, self.head_dim = info.dtype, info.math, info.head_dim
         self.window_left, self.window_right = info.window_left, info.window_right
-        has_problem, grid_dims = info.problem_fields()
+        has_problem, grid_dims = info.has_problem, tuple(info.grid_dims)
         kinds = ("input", "extra", "output")
         self.params = [KernelParam(name=s(x.name), kind=kinds[x.kind], meaning=s(x.meaning),
                                    expr=s(x.expr), expr_shared_v=s(x.expr_shared_v),

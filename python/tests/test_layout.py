@@ -34,16 +34,9 @@ def c_layout(struct, fields):
 
 def check(cls, struct):
     names = [n for n, _ in cls._fields_]
-    present = [n for n in names if n not in ("tile", "strip")]
-    got = c_layout(struct, [n.rstrip("_") if n == "lambda_" else n for n in present])
-    want = [ctypes.sizeof(cls)] + [getattr(cls, n).offset for n in present]
-    if got != want and "tile" in names:
-        # the header without tile/strip: what AotInfo.problem_fields() reads instead
-        shift = 8
-        want = [ctypes.sizeof(cls) - shift] + [
-            getattr(cls, n).offset - (shift if getattr(cls, n).offset > cls.tile.offset else 0)
-            for n in present]
-    assert got == want, f"{struct}: C (size, offsets) {got} != ctypes {want} for {present}"
+    got = c_layout(struct, ["lambda" if n == "lambda_" else n for n in names])
+    want = [ctypes.sizeof(cls)] + [getattr(cls, n).offset for n in names]
+    assert got == want, f"{struct}: C (size, offsets) {got} != ctypes {want} for {names}"
 
 
 def test_problem_layout():
