@@ -202,7 +202,7 @@ static void queue_ptxas(const char *ptx, const char *arch, const char *what, int
 
 static void assemble_all(void) {
 #if defined(_OPENMP)
-#pragma omp parallel for schedule(dynamic, 1) num_threads(16)
+#pragma omp parallel for schedule(dynamic, 1)
 #endif
     for (int i = 0; i < n_jobs; i++)
         jobs[i].rc = ptx_fit_ptxas_assemble(ptxas, jobs[i].ptx, strlen(jobs[i].ptx), jobs[i].arch, &jobs[i].messages);
