@@ -53,6 +53,9 @@ endif
 LIB_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_C)) $(CUDA_OBJ)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TESTS_C))
 TEST_LIB_OBJ := $(patsubst tests/lib/%.c,$(BUILD)/obj/tests_%.o,$(TEST_LIB))
+# Made through pattern rules, so make would treat them as intermediate: delete them after
+# each build and rebuild them (and relink every test) the next time.
+.SECONDARY: $(TEST_LIB_OBJ)
 
 .PHONY: all test test-long bench check probe install uninstall clean cuda-note gpu-check ptxas-report FORCE
 .DEFAULT_GOAL := all
@@ -146,8 +149,9 @@ else
 	@echo "make probe needs nvcc"; exit 1
 endif
 
+# `+`: the script's own make calls share this make's jobserver (make -j).
 gpu-check:
-	bash scripts/gpu-check.sh
+	+bash scripts/gpu-check.sh
 
 # Registers, shared memory and spills per architecture, as ptxas reports them.
 ptxas-report:
@@ -203,13 +207,15 @@ clean:
 # tests/fixtures/fuzz-<what>.ptx: test_ptx_fit replays those). Debian: apt-get install clang
 # (with libclang-rt-14-dev where clang's runtime is a separate package).
 FUZZ_SECONDS ?= 120
+# The one library source ptx_fit calls (dswa_ptx_isa_for_target), compiled in without the rest.
+PTX_FIT_LIB_C := src/aot/ptx_isa.c
 FUZZ_CC      ?= clang
 .PHONY: fuzz
 fuzz:
 	mkdir -p $(BUILD)/fuzz/corpus
 	$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	    -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Itools \
-	    -D_POSIX_C_SOURCE=200809L fuzz/ptx_fit_fuzz.c $(PTX_FIT_C) -o $(BUILD)/fuzz/ptx_fit_fuzz
+	    -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Itools -Iinclude \
+	    -D_POSIX_C_SOURCE=200809L fuzz/ptx_fit_fuzz.c $(PTX_FIT_C) $(PTX_FIT_LIB_C) -o $(BUILD)/fuzz/ptx_fit_fuzz
 	$(BUILD)/fuzz/ptx_fit_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 \
 	    -rss_limit_mb=2048 -dict=fuzz/ptx.dict -artifact_prefix=$(BUILD)/fuzz/ -print_final_stats=1 \
 	    $(BUILD)/fuzz/corpus tests/fixtures
