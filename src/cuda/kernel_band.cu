@@ -376,15 +376,8 @@ __device__ __forceinline__ void band_pv(float acc[8][4], const band_buf &buf,
         for (int kt = 0; kt < BAND_KEY_TILES; kt += 2) {
             const uint32_t a[4] = {pack2<T>(s[kt][0], s[kt][1]), pack2<T>(s[kt][2], s[kt][3]),
                                    pack2<T>(s[kt + 1][0], s[kt + 1][1]), pack2<T>(s[kt + 1][2], s[kt + 1][3])};
-            /* lane supplies row (lane & 7) + 8 (matrix & 1) of the k-step, chunk j + (matrix >> 1) */
             const int r = 16 * warp + 8 * kt + (lane & 7) + 8 * (mtx & 1);
-#pragma unroll
-            for (int j = 0; j < 8; j += 2) {
-                uint32_t b[4];
-                ldmatrix_x4_trans(b, &buf[r][(j + (mtx >> 1)) ^ dswa_swz<T>(r)]);
-                mma16<T>(acc[j], a, b[0], b[1]);
-                mma16<T>(acc[j + 1], a, b[2], b[3]);
-            }
+            dswa_pv16_kstep<T>(acc, a, (const T *)&buf[r][0], r);
         }
     }
 }

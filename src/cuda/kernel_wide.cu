@@ -132,15 +132,8 @@ __device__ __forceinline__ void pv_step(float acc[8][4], const T (*vst)[DSWA_HEA
     } else {
         const uint32_t a[4] = {pack2<T>(pm[0][0], pm[0][1]), pack2<T>(pm[0][2], pm[0][3]),
                                pack2<T>(pm[1][0], pm[1][1]), pack2<T>(pm[1][2], pm[1][3])};
-        /* lane supplies row (keys + (lane&7) + 8*(matrix&1)) of chunk j + (matrix>>1) */
         const int mtx = lane >> 3, r = kt * 8 + (lane & 7) + 8 * (mtx & 1);
-#pragma unroll
-        for (int j = 0; j < 8; j += 2) {
-            uint32_t b[4];
-            ldmatrix_x4_trans(b, vst[r] + (((j + (mtx >> 1)) ^ dswa_swz<T>(r)) * 8));
-            mma16<T>(acc[j], a, b[0], b[1]);
-            mma16<T>(acc[j + 1], a, b[2], b[3]);
-        }
+        dswa_pv16_kstep<T>(acc, a, vst[r], r);
     }
 }
 

@@ -102,6 +102,22 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void *row
                  : "r"(s));
 }
 
+/* One 16-key k-step of acc += P V in 16-bit, for both kernel families: a = P's four A registers
+   (pack2 of the S accumulator of two 8-key tiles); vrow = the V row this lane supplies to
+   ldmatrix, row r = (lane & 7) + 8 (matrix & 1) of the k-step, in a swizzled 64-dim row of 8
+   16-byte chunks; the lane's chunk is j + (matrix >> 1) for output dims 8j .. 8j + 15. */
+template <typename T>
+__device__ __forceinline__ void dswa_pv16_kstep(float acc[8][4], const uint32_t a[4], const T *vrow, int r) {
+    const int mtx = (threadIdx.x & 31) >> 3;
+#pragma unroll
+    for (int j = 0; j < 8; j += 2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, vrow + (((j + (mtx >> 1)) ^ dswa_swz<T>(r)) * 8));
+        mma16<T>(acc[j], a, b[0], b[1]);
+        mma16<T>(acc[j + 1], a, b[2], b[3]);
+    }
+}
+
 /* A row of an mma accumulator is spread over the 4 threads of a quad (lanes 4g .. 4g+3):
    its maximum and its sum, known to all four. */
 __device__ __forceinline__ float dswa_quad_max(float x) {
