@@ -113,6 +113,67 @@ int dswa_cuda_available(void);
 dswa_status dswa_reference_rows(const dswa_problem *p, const void *q, const void *k,
                                 const void *v, int32_t row_begin, int32_t row_end, double *out);
 
+/* ---- The fused SAME-L attention block ---------------------------------------------- */
+/* SAME-L's whole attention block between its to_qkv and to_out projections, from the packed
+   projection X (B, N, 5·H·D), read in place as chunks q, k, v, q_diff, k_diff (in that order),
+   to the heads' output (B, N, H·D). For batch b, position i, head h:
+     1. DyT qk-norm over the D dims: y = gamma * tanh(alpha * x) + beta, with q_norm's
+        (alpha, gamma, beta) for q and q_diff and k_norm's for k and k_diff.
+     2. RoPE on the first rot_dims dims of y, in fp32: pos = (float)(pos_offset + i),
+        inv_freq[f] = base^(-2f / rot_dims) rounded to fp32 for f < rot_dims / 2, angle =
+        pos * inv_freq[f] rounded to fp32; with c = rot_dims / 2, dim j < c pairs with j + c
+        (non-interleaved rotate_half): y'[j] = y[j] cos - y[j+c] sin, y'[j+c] = y[j+c] cos +
+        y[j] sin. Dims from rot_dims on pass through.
+     3. The op above (dswa_problem's math, windows, scale, lambda) with pairs (q, q_diff) and
+        (k, k_diff), both reading the one v.
+   Rounding (as upstream's module in `dtype`, fused the way torch.compile fuses it): DyT in
+   fp32, its result rounded to dtype; RoPE in fp32 on that rounded value, rounded to dtype;
+   then the op on those 16-bit (or f32) q and k, as dswa_forward_* computes it. For f32 no
+   rounding happens beyond fp32 arithmetic. A NaN reaches the outputs whose window it is in,
+   as the op's do (DyT maps +-inf to finite values: tanh saturates). */
+
+/* Element strides of the packed projection viewed as [batch, seq, chunk, head, dim], chunk
+   0-4 = q, k, v, q_diff, k_diff. Contiguous (B, N, 5·H·D): {5NHD, 5HD, HD, D, 1}. */
+typedef struct dswa_samel_layout { int64_t batch, seq, chunk, head, dim; } dswa_samel_layout;
+
+/* One DyT qk-norm: gamma and beta point to head_dim floats each (fp32; host memory for the
+   CPU backend, device memory for a CUDA one). */
+typedef struct dswa_samel_norm {
+    float alpha;
+    const float *gamma, *beta;
+} dswa_samel_norm;
+
+typedef struct dswa_samel_problem {
+    int32_t batch, seq_len, heads, head_dim;   /* B, N, H, D */
+    int32_t window_left, window_right;         /* as in dswa_problem */
+    float scale, lambda;                       /* as in dswa_problem */
+    dswa_dtype dtype;                          /* of the packed input and out alike */
+    dswa_math math;                            /* as in dswa_problem */
+    dswa_samel_layout qkv;                     /* the packed input */
+    dswa_layout out;                           /* [batch, seq, -, head, dim]; pair ignored */
+    int32_t rot_dims;                          /* even, 0 <= rot_dims <= head_dim; 0: no RoPE */
+    float rope_base;                           /* finite, > 0 */
+    int32_t pos_offset;                        /* >= 0; pos_offset + seq_len - 1 fits int32 */
+    dswa_samel_norm q_norm, k_norm;            /* for q and q_diff; for k and k_diff */
+} dswa_samel_problem;
+
+/* SAME-L's block: D = 64, window 17 both ways, scale 1/8, lambda 1, rot_dims 32, base 10000,
+   pos_offset 0, DSWA_F32, DSWA_MATH_DEFAULT, contiguous (B, N, 5·H·64) input and (B, N, H·64)
+   output; both norms alpha 1 with gamma and beta NULL (learned weights: the caller sets them). */
+dswa_samel_problem dswa_samel_problem_default(int32_t batch, int32_t seq_len, int32_t heads);
+
+/* Checks a problem and its pointers exactly as both forward functions do: DSWA_OK or
+   DSWA_ERR_INVALID_ARGUMENT with a message naming the field and its value. As for the op,
+   batch or seq_len 0 is a valid no-op whose pointers are not checked. */
+dswa_status dswa_samel_validate(const dswa_samel_problem *p, const void *qkv, const void *out);
+/* Host memory. Allocates temporaries of 4·B·N·H·D elements (DSWA_ERR_OUT_OF_MEMORY if it
+   cannot; nothing written). */
+dswa_status dswa_samel_forward_cpu(const dswa_samel_problem *p, const void *qkv, void *out);
+/* Validates, then returns DSWA_ERR_UNSUPPORTED: there is no CUDA kernel for the block yet
+   (nothing is written; the message says what to use instead). */
+dswa_status dswa_samel_forward_cuda(const dswa_samel_problem *p, const void *qkv, void *out,
+                                    void *stream);
+
 /* ---- AOT export for TensorRT ------------------------------------------------------- */
 /* The CUDA kernels as TensorRT's AOT plugin path (tensorrt.plugin.aot_impl) wants them: PTX
    text with a plain `.target sm_XX` and the lowest `.version` the target and the instructions

@@ -1,0 +1,132 @@
+/* CPU backend of the fused SAME-L block (dswa.h): DyT and RoPE of q, k, q_diff and k_diff,
+ * one (batch, position) at a time, into temporaries of the problem's dtype (storing there is
+ * the rounding the header describes), then the op's CPU backend on them, with V read in place
+ * from the packed input. The prologue is a pass over memory of its own, which the fused CUDA
+ * kernel is to avoid; here it is a small part of the op's cost.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <omp.h>
+#include "core/internal.h"
+#include "core/samel.h"
+
+static float load_elem(const void *base, int64_t off, dswa_dtype dt) {
+    if (dt == DSWA_F32) return ((const float *)base)[off];
+    const uint16_t h = ((const uint16_t *)base)[off];
+    return dt == DSWA_F16 ? dswa_f16_to_f32(h) : dswa_bf16_to_f32(h);
+}
+
+/* x rounded to dt, as a float. */
+static float round_to(dswa_dtype dt, float x) {
+    if (dt == DSWA_F16) return dswa_f16_to_f32(dswa_f32_to_f16(x));
+    if (dt == DSWA_BF16) return dswa_bf16_to_f32(dswa_f32_to_bf16(x));
+    return x;
+}
+
+/* Stores n floats (already rounded to dt: exact) contiguously. */
+static void store_row(void *base, int64_t off, dswa_dtype dt, const float *x, int n) {
+    if (dt == DSWA_F32) {
+        memcpy((float *)base + off, x, (size_t)n * sizeof(float));
+        return;
+    }
+    uint16_t *o = (uint16_t *)base + off;
+    for (int d = 0; d < n; d++)
+        o[d] = dt == DSWA_F16 ? dswa_f32_to_f16(x[d]) : dswa_f32_to_bf16(x[d]);
+}
+
+typedef struct prologue {
+    const dswa_samel_problem *p;
+    const void *qkv;
+    void *qn, *kn;           /* [b, n, pair, h, d] contiguous, pair 1 = the _diff chunk */
+    const float *inv_freq;   /* rot_dims / 2 */
+} prologue;
+
+/* DyT then RoPE of one row of D elements: y = round(gamma * tanh(alpha * x) + beta), then the
+   rotation of its first rot_dims dims by (cs, sn), rounded again. fp32 throughout. */
+static void norm_rope_row(const prologue *P, const dswa_samel_norm *nm, int64_t src,
+                          const float *cs, const float *sn, float *y) {
+    const dswa_samel_problem *p = P->p;
+    const dswa_dtype dt = p->dtype;
+    const int D = p->head_dim, c = p->rot_dims / 2;
+    for (int d = 0; d < D; d++) {
+        const float x = load_elem(P->qkv, src + d * p->qkv.dim, dt);
+        y[d] = round_to(dt, nm->gamma[d] * tanhf(nm->alpha * x) + nm->beta[d]);
+    }
+    for (int j = 0; j < c; j++) {
+        const float a = y[j], b = y[j + c];
+        y[j] = round_to(dt, a * cs[j] - b * sn[j]);
+        y[j + c] = round_to(dt, b * cs[j] + a * sn[j]);
+    }
+}
+
+/* Every chunk but v of position i of batch b. y: D floats; cs, sn: rot_dims / 2 each. */
+static void prologue_token(const prologue *P, int64_t b, int64_t i, float *y, float *cs,
+                           float *sn) {
+    const dswa_samel_problem *p = P->p;
+    const int D = p->head_dim, c = p->rot_dims / 2;
+    const int64_t H = p->heads, N = p->seq_len;
+    const float pos = (float)((int64_t)p->pos_offset + i);
+    for (int f = 0; f < c; f++) {
+        const float ang = pos * P->inv_freq[f];
+        cs[f] = (float)cos((double)ang);
+        sn[f] = (float)sin((double)ang);
+    }
+    /* chunk -> (destination, pair): q 0, k 1, q_diff 3, k_diff 4 */
+    static const int chunks[4] = {0, 1, 3, 4};
+    for (int t = 0; t < 4; t++) {
+        const int ch = chunks[t], is_k = ch == 1 || ch == 4, pair = ch >= 3;
+        const dswa_samel_norm *nm = is_k ? &p->k_norm : &p->q_norm;
+        void *dst = is_k ? P->kn : P->qn;
+        for (int64_t h = 0; h < H; h++) {
+            const int64_t src = b * p->qkv.batch + i * p->qkv.seq + ch * p->qkv.chunk +
+                                h * p->qkv.head;
+            norm_rope_row(P, nm, src, cs, sn, y);
+            store_row(dst, (((b * N + i) * 2 + pair) * H + h) * D, p->dtype, y, D);
+        }
+    }
+}
+
+dswa_status dswa_samel_cpu_run(const dswa_samel_problem *p, const void *qkv, void *out) {
+    const int64_t B = p->batch, N = p->seq_len, H = p->heads, D = p->head_dim;
+    const size_t es = dswa_dtype_size(p->dtype);
+    const int c = p->rot_dims / 2;
+    int64_t n;
+    size_t bytes;
+    if (__builtin_mul_overflow(B * N, 2 * H * D, &n) ||
+        __builtin_mul_overflow((size_t)n, 2 * es, &bytes))
+        return dswa_fail(DSWA_ERR_OUT_OF_MEMORY,
+                         "the SAME-L CPU backend's temporaries (4 x %lld x %lld x %lld x %lld "
+                         "elements) exceed the address range", (long long)B, (long long)N,
+                         (long long)H, (long long)D);
+    const int team = omp_get_max_threads();
+    const size_t scratch = (size_t)D + 2 * (size_t)c;   /* y, cs, sn per thread */
+    char *tmp = malloc(bytes);
+    float *inv = malloc(sizeof(float) * ((size_t)c + scratch * (size_t)team));
+    if (!tmp || !inv) {
+        free(tmp);
+        free(inv);
+        return dswa_fail(DSWA_ERR_OUT_OF_MEMORY,
+                         "the SAME-L CPU backend's temporaries: %zu bytes could not be allocated",
+                         bytes);
+    }
+    /* inv_freq[f] = base^(-2f / rot_dims), rounded to fp32 (as upstream's fp32 buffer). */
+    for (int f = 0; f < c; f++)
+        inv[f] = (float)(1.0 / pow((double)p->rope_base, 2.0 * f / p->rot_dims));
+
+    const prologue P = {p, qkv, tmp, tmp + bytes / 2, inv};
+#pragma omp parallel num_threads(team)
+    {
+        float *y = inv + c + scratch * (size_t)omp_get_thread_num();
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < B * N; t++) prologue_token(&P, t / N, t % N, y, y + D, y + D + c);
+    }
+
+    dswa_problem d = dswa_samel_op_problem(p);
+    const dswa_layout qk = {N * 2 * H * D, 2 * H * D, H * D, D, 1};
+    d.q = d.k = qk;
+    const dswa_status s = dswa_cpu_run(&d, P.qn, P.kn,
+                                       (const char *)qkv + 2 * p->qkv.chunk * (int64_t)es, out);
+    free(tmp);
+    free(inv);
+    return s;
+}
