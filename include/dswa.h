@@ -260,4 +260,9 @@ void dswa_aot_info_free(dswa_aot_info *info);
 #ifdef __cplusplus
 }
 #endif
+/* The PTX ISA version that introduced the plain target sm_<sm> (sm = 90 for sm_90), the
+   lowest `.version` a module for it may carry: 0 with *major, *minor set (either may be NULL),
+   or -1 for a target not in its table (src/aot/ptx_isa.c: sm_70 to sm_121). Unlike the
+   dswa_aot_* functions above, it works in a build without nvcc. */
+int dswa_ptx_isa_for_target(int sm, int *major, int *minor);
 #endif /* DSWA_H */

@@ -532,7 +532,39 @@ static void feature_cases(void) {
     CHECK(dswa_aot_isa_required(".version 9.0\n", 75, &mj, &mn, NULL) == -1, "sm_75 accepted by dswa_aot_isa_required");
 }
 
+/* dswa_ptx_isa_for_target against the PTX ISA release notes (the version that introduced each
+   target), for exported targets and ptx-fit's older and newer ones; unknown targets are -1 and
+   leave the outputs alone. Needs no CUDA. */
+static void target_cases(void) {
+    static const struct { int sm, major, minor; } known[] = {
+        {70, 6, 0}, {75, 6, 3}, {80, 7, 0}, {87, 7, 4}, {90, 7, 8}, {101, 8, 6}, {103, 8, 8}, {110, 9, 0}, {120, 8, 7}, {121, 8, 8},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        int mj = -1, mn = -1;
+        const int rc = dswa_ptx_isa_for_target(known[i].sm, &mj, &mn);
+        CHECK(rc == 0 && mj == known[i].major && mn == known[i].minor, "dswa_ptx_isa_for_target(%d): %d, %d.%d, expected %d.%d",
+              known[i].sm, rc, mj, mn, known[i].major, known[i].minor);
+    }
+    for (int ai = 0; ai < N_ARCHS; ai++) { /* the exporter's targets, as check_export expects them */
+        int mj = -1, mn = -1;
+        const int rc = dswa_ptx_isa_for_target(archs[ai].sm, &mj, &mn);
+        CHECK(rc == 0 && mj == archs[ai].major && mn == archs[ai].minor, "dswa_ptx_isa_for_target(%d): %d, %d.%d, expected %d.%d",
+              archs[ai].sm, rc, mj, mn, archs[ai].major, archs[ai].minor);
+    }
+    static const int unknown[] = {-90, 0, 9, 60, 91, 99, 130, 900, 1000};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        int mj = -7, mn = -7;
+        const int rc = dswa_ptx_isa_for_target(unknown[i], &mj, &mn);
+        CHECK(rc == -1 && mj == -7 && mn == -7, "dswa_ptx_isa_for_target(%d): %d, %d.%d, expected -1 and untouched",
+              unknown[i], rc, mj, mn);
+    }
+    int mj = -1;
+    const int rc1 = dswa_ptx_isa_for_target(89, &mj, NULL), rc2 = dswa_ptx_isa_for_target(89, NULL, NULL);
+    CHECK(rc1 == 0 && mj == 7 && rc2 == 0, "dswa_ptx_isa_for_target(89) with NULL outputs: %d (major %d), %d", rc1, mj, rc2);
+}
+
 int main(void) {
+    target_cases();
     feature_cases();
     dswa_aot_info probe;
     const dswa_status ps = dswa_aot_kernel("sm_90", DSWA_F16, DSWA_MATH_DEFAULT, &probe);

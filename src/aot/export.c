@@ -8,8 +8,8 @@
  *  - `.version` is lowered from what nvcc stamped (9.0 for CUDA 13) to the lowest that the
  *    target and the instructions in the module allow, since a driver JIT-compiles only the PTX
  *    ISA versions it knows: PTX 9.0 needs a CUDA 13 driver, PTX 7.8 loads on CUDA 11.8 drivers.
- *    The lowest for a target is the PTX ISA version that introduced it (table below; LLVM's
- *    NVPTX.td has the same pairs, and ptxas 13.0 refuses each target one version lower). For
+ *    The lowest for a target is the PTX ISA version that introduced it (dswa_ptx_isa_for_target,
+ *    ptx_isa.c; ptxas 13.0 refuses each target one version lower). For
  *    instructions, a table of the features these kernels use (and a few a tuned kernel might)
  *    with the version that introduced each: checked with ptxas 13.0, which assembles each at
  *    that version and refuses it one below. The test suite assembles every export at the
@@ -35,12 +35,8 @@
 
 /* ---- targets ----------------------------------------------------------------------------- */
 
-typedef struct aot_arch { int sm, major, minor; } aot_arch;
-/* The PTX ISA version that introduced each target (PTX ISA release notes; ptxas 13.0 refuses
-   `.target sm_XX` one version lower). */
-static const aot_arch aot_archs[] = {
-    {80, 7, 0}, {86, 7, 1}, {89, 7, 8}, {90, 7, 8}, {100, 8, 6}, {120, 8, 7},
-};
+/* The exported targets; the PTX ISA version each needs is dswa_ptx_isa_for_target's. */
+static const int aot_archs[] = {80, 86, 89, 90, 100, 120};
 #define AOT_N_ARCHS ((int)(sizeof aot_archs / sizeof aot_archs[0]))
 
 /* "sm_80, sm_86, ..., sm_120": the targets of the table, for messages. */
@@ -48,7 +44,7 @@ static const char *arch_list(char buf[128]) {
     size_t n = 0;
     buf[0] = '\0';
     for (int i = 0; i < AOT_N_ARCHS && n < 128; i++)
-        n += (size_t)snprintf(buf + n, 128 - n, "%ssm_%d", i ? ", " : "", aot_archs[i].sm);
+        n += (size_t)snprintf(buf + n, 128 - n, "%ssm_%d", i ? ", " : "", aot_archs[i]);
     return buf;
 }
 
@@ -66,7 +62,7 @@ static dswa_status parse_arch(const char *arch, int *idx) {
                          "the kernels need no architecture-specific feature", arch, sm);
     if (digits > 0 && *s == '\0')
         for (int i = 0; i < AOT_N_ARCHS; i++)
-            if (aot_archs[i].sm == sm) {
+            if (aot_archs[i] == sm) {
                 *idx = i;
                 return DSWA_OK;
             }
@@ -162,10 +158,8 @@ static int uses_feature(const char *ptx, const aot_feature *f) {
 int dswa_aot_isa_required(const char *ptx, int sm, int *major, int *minor, const char **what) {
     int ai = -1;
     for (int i = 0; i < AOT_N_ARCHS; i++)
-        if (aot_archs[i].sm == sm) ai = i;
-    if (ai < 0 || !ptx) return -1;
-    *major = aot_archs[ai].major;
-    *minor = aot_archs[ai].minor;
+        if (aot_archs[i] == sm) ai = i;
+    if (ai < 0 || !ptx || dswa_ptx_isa_for_target(sm, major, minor)) return -1;
     if (what) *what = NULL;
     for (int i = 0; i < AOT_N_FEATURES; i++) {
         const aot_feature *f = &aot_features[i];
@@ -269,22 +263,23 @@ static const dswa_aot_blob *find_blob(const char *family, int sm, const char *en
 
 /* Fills *out for kernel `kern` on one architecture; windows < 0: any window. */
 static dswa_status export_kernel(int arch_idx, const dswa_kernel *kern, int32_t wl, int32_t wr, dswa_aot_info *out) {
-    const aot_arch *ar = &aot_archs[arch_idx];
+    const int sm = aot_archs[arch_idx];
     const char *entry = kern->entry;
-    const dswa_aot_blob *b = find_blob(kern->family, ar->sm, entry);
+    const dswa_aot_blob *b = find_blob(kern->family, sm, entry);
     if (!b)
         return dswa_fail(DSWA_ERR_UNSUPPORTED, "no embedded PTX for %s on sm_%d: the build's AOT table lacks it "
-                         "(rebuild; was the kernel entry renamed?)", entry, ar->sm);
+                         "(rebuild; was the kernel entry renamed?)", entry, sm);
     const char *feature = NULL;
     char target[16], reason[160], wl_expr[48], wr_expr[48];
-    dswa_aot_isa_required(b->ptx, ar->sm, &out->ptx_isa_min_major, &out->ptx_isa_min_minor, &feature);
-    snprintf(target, sizeof target, "sm_%d", ar->sm);
+    if (dswa_aot_isa_required(b->ptx, sm, &out->ptx_isa_min_major, &out->ptx_isa_min_minor, &feature))
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "sm_%d: exported, but dswa_ptx_isa_for_target does not know it", sm);
+    snprintf(target, sizeof target, "sm_%d", sm);
     if (feature)
         snprintf(reason, sizeof reason, "the kernel uses %s (PTX ISA %d.%d introduced it)", feature,
                  out->ptx_isa_min_major, out->ptx_isa_min_minor);
-    else
-        snprintf(reason, sizeof reason, "target sm_%d (PTX ISA %d.%d introduced it)", ar->sm, ar->major,
-                 ar->minor);
+    else /* no feature raised it: the minimum is the target's own */
+        snprintf(reason, sizeof reason, "target sm_%d (PTX ISA %d.%d introduced it)", sm, out->ptx_isa_min_major,
+                 out->ptx_isa_min_minor);
     dswa_ptx_version(b->ptx, &out->toolkit_isa_major, &out->toolkit_isa_minor);
 
     out->kernel_name = entry;
@@ -325,7 +320,7 @@ static dswa_status export_kernel(int arch_idx, const dswa_kernel *kern, int32_t 
     out->grid[1] = "H";
     out->grid[2] = "B";
     /* copies target, reason and the window formulas into the module's allocation */
-    return write_module(out, b->ptx, ar->sm, out->ptx_isa_min_major, out->ptx_isa_min_minor);
+    return write_module(out, b->ptx, sm, out->ptx_isa_min_major, out->ptx_isa_min_minor);
 }
 
 static dswa_status finish(dswa_status s, dswa_aot_info *out) {
@@ -417,18 +412,17 @@ dswa_status dswa_aot_set_ptx_isa(dswa_aot_info *info, const char *isa) {
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "info: must be a dswa_aot_info filled by dswa_aot_kernel*");
     if ((s = parse_isa(isa, &major, &minor))) return s;
 #ifdef DSWA_HAVE_CUDA
-    int sm = 0, ai = -1;
+    int sm = 0, ai = -1, tmajor = 0, tminor = 0;
     if (sscanf(info->target, "sm_%d", &sm) == 1)
         for (int i = 0; i < AOT_N_ARCHS; i++)
-            if (aot_archs[i].sm == sm) ai = i;
+            if (aot_archs[i] == sm) ai = i;
     const dswa_aot_blob *b = ai < 0 ? NULL : find_blob(info->family, sm, info->kernel_name);
-    if (!b)
+    if (!b || dswa_ptx_isa_for_target(sm, &tmajor, &tminor))
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "info: must be a dswa_aot_info filled by dswa_aot_kernel*");
-    const aot_arch *ar = &aot_archs[ai];
     const int want = isa_num(major, minor);
-    if (want < isa_num(ar->major, ar->minor))
+    if (want < isa_num(tmajor, tminor))
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "ptx_isa = %s: too low for sm_%d, which PTX ISA %d.%d introduced "
-                         "(the lowest for %s is %d.%d)", isa, sm, ar->major, ar->minor,
+                         "(the lowest for %s is %d.%d)", isa, sm, tmajor, tminor,
                          info->kernel_name, info->ptx_isa_min_major, info->ptx_isa_min_minor);
     for (int i = 0; i < AOT_N_FEATURES; i++) {
         const aot_feature *f = &aot_features[i];

@@ -2,10 +2,12 @@
    instruction exists there (no sm_XXa-only instruction, none newer than the target), proves
    the removed parameters unreachable from the body, and measures what the report shows
    (mma instructions, shared memory declared). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dswa.h"
 #include "internal.h"
 
 static ptx_fit_status pf_check_keep(pf_fit *F, ptx_fit_result *r);
@@ -247,15 +249,11 @@ int ptx_fit_arch_ok(const char *arch) {
 }
 
 /* The lowest PTX ISA version (major*10+minor) that knows a plain target; 0 if unknown.
-   From the PTX ISA release notes, checked against ptxas 13.0 where it still has them. */
+   The table is the library's (dswa_ptx_isa_for_target), shared with the AOT export. */
 static unsigned pf_min_version(unsigned sm) {
-    static const unsigned t[][2] = {
-        {70, 60}, {72, 61},  {75, 63},  {80, 70},  {86, 71},  {87, 74},  {89, 78},
-        {90, 78}, {100, 86}, {101, 86}, {103, 88}, {110, 90}, {120, 87}, {121, 88},
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (t[i][0] == sm) return t[i][1];
-    return 0;
+    int major, minor;
+    if (sm > (unsigned)INT_MAX || dswa_ptx_isa_for_target((int)sm, &major, &minor)) return 0;
+    return (unsigned)(10 * major + minor);
 }
 
 /* "X.Y" -> X*10+Y (Y one digit, as every PTX ISA version so far); 0 if malformed. */
