@@ -852,7 +852,9 @@ static void print_json(const bench_ctx *c, const char *device, const char *date,
         fprintf(f, "  \"cuda_runtime\": %d,\n  \"cuda_driver\": %d,\n  \"l2_bytes\": %zu,\n",
                 rt, drv, c->l2_bytes);
     } else {
-        fprintf(f, "  \"cpu_features\": ");
+        fprintf(f, "  \"cpu_isa\": ");
+        cli_json_str(f, dswa_cpu_isa());
+        fprintf(f, ",\n  \"cpu_features\": ");
         cli_json_str(f, c->cpu_features);
         fprintf(f, ",\n");
     }
@@ -1057,8 +1059,7 @@ static void print_tables(const bench_ctx *c, const bench_row *rows, int nrow) {
     table_print(&t);
 }
 
-/* The CPU's vector extensions the backend can pick from. The library does not report which it
-   chose; these are what the machine offers. */
+/* The CPU's vector extensions the backend picks from (dswa_cpu_isa says which it picked). */
 static void cpu_features(char *buf, size_t n) {
     buf[0] = '\0';
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -1205,7 +1206,9 @@ int cmd_bench(int argc, char **argv) {
     } else {
         printf("dswa %s bench, %s, backend %s: %s\n", DSWA_VERSION_STRING, date,
                c.cuda ? "cuda" : "cpu", device);
-        if (!c.cuda) printf("CPU vector extensions: %s\n", c.cpu_features);
+        if (!c.cuda)
+            printf("CPU backend: %s (CPU vector extensions: %s)\n", dswa_cpu_isa(),
+                   c.cpu_features);
         printf("copy bandwidth %.1f GB/s (%s, bytes read + written)\n", c.copy_gbs,
                c.copy_method);
         printf("SAME-L: B=1 H=%d D=%d WL=%d WR=%d scale=1/8 lambda=1, math %s; error on %d "

@@ -84,6 +84,7 @@ _SIGNATURES = [
     ("dswa_problem_default", Problem, [_c.c_int32] * 5),
     ("dswa_min_bytes", _c.c_double, [_P]),
     ("dswa_cuda_available", _c.c_int, []),
+    ("dswa_cpu_isa", _c.c_char_p, []),
     ("dswa_aot_kernel_window", _c.c_int,
      [_c.c_char_p, _c.c_int, _c.c_int, _c.c_int32, _c.c_int32, _c.POINTER(AotInfo)]),
     ("dswa_aot_kernel_for", _c.c_int, [_c.c_char_p, _P, _c.POINTER(AotInfo)]),
@@ -110,6 +111,12 @@ def lib():
             f.restype, f.argtypes = res, args
         _lib = L
     return _lib
+
+
+def cpu_isa():
+    """The instruction set of the CPU backend on this machine: "avx512", "avx2", "sse2" or
+    "generic" (dswa_cpu_isa)."""
+    return lib().dswa_cpu_isa().decode()
 
 
 def check(status):

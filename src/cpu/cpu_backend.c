@@ -585,14 +585,27 @@ FAST_FP static void run_task_base(const cpu_plan *P, float *mem, int64_t task) {
     run_task(P, mem, task, 4);
 }
 
-static task_fn pick_task_fn(void) {
+/* A build and the name dswa_cpu_isa reports for it. */
+typedef struct task_build { const char *isa; task_fn run; } task_build;
+
+/* The rule: the widest build this CPU runs. dswa_cpu_run and dswa_cpu_isa both ask here. */
+static const task_build *pick_task_build(void) {
 #ifdef HAVE_X86_BUILDS
+    static const task_build avx512 = {"avx512", run_task_avx512};
+    static const task_build avx2 = {"avx2", run_task_avx2};
     __builtin_cpu_init();   /* these check CPUID and that the OS saves the wide registers */
-    if (__builtin_cpu_supports("avx512f")) return run_task_avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return run_task_avx2;
+    if (__builtin_cpu_supports("avx512f")) return &avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &avx2;
 #endif
-    return run_task_base;
+#if defined(__SSE2__)
+    static const task_build base = {"sse2", run_task_base};
+#else
+    static const task_build base = {"generic", run_task_base};   /* a target without SSE2 */
+#endif
+    return &base;
 }
+
+const char *dswa_cpu_isa(void) { return pick_task_build()->isa; }
 
 /* ---- entry point ------------------------------------------------------------------------ */
 
@@ -630,7 +643,7 @@ dswa_status dswa_cpu_run(const dswa_problem *p, const void *q, const void *k, co
     cpu_scratch sizing;
     P.per_thread = carve(&sizing, &P, NULL);
 
-    const task_fn run = pick_task_fn();
+    const task_fn run = pick_task_build()->run;
     const int team = P.ntask < nthreads ? (int)P.ntask : nthreads;
     const size_t bytes = P.per_thread * sizeof(float) * (size_t)team;
     /* calloc: the rows that micro-tiles overhang and the spare Q lanes start finite. */
