@@ -99,10 +99,6 @@ double dswa_useful_flops(const dswa_problem *p);
 
 /* 1 when this build contains the CUDA backend and a device is visible, else 0. */
 int dswa_cuda_available(void);
-/* The instruction set dswa_forward_cpu runs with on this machine, chosen at run time as the
-   widest the CPU and OS support: "avx512", "avx2" (with FMA) or "sse2" (the x86-64 baseline);
-   "generic" on other targets. A static string. */
-const char *dswa_cpu_isa(void);
 
 /* ---- float64 reference ------------------------------------------------------------- */
 /* The math above in double precision, written plainly (one query at a time, every score
@@ -260,13 +256,13 @@ dswa_status dswa_aot_kernel_for(const char *arch, const dswa_problem *p, dswa_ao
    the instructions allow, or above the version the kernels were compiled with. */
 dswa_status dswa_aot_set_ptx_isa(dswa_aot_info *info, const char *isa);
 void dswa_aot_info_free(dswa_aot_info *info);
-
-#ifdef __cplusplus
-}
-#endif
 /* The PTX ISA version that introduced the plain target sm_<sm> (sm = 90 for sm_90), the
    lowest `.version` a module for it may carry: 0 with *major, *minor set (either may be NULL),
    or -1 for a target not in its table (src/aot/ptx_isa.c: sm_70 to sm_121). Unlike the
    dswa_aot_* functions above, it works in a build without nvcc. */
 int dswa_ptx_isa_for_target(int sm, int *major, int *minor);
+
+#ifdef __cplusplus
+}
+#endif
 #endif /* DSWA_H */
