@@ -99,6 +99,10 @@ double dswa_useful_flops(const dswa_problem *p);
 
 /* 1 when this build contains the CUDA backend and a device is visible, else 0. */
 int dswa_cuda_available(void);
+/* The instruction set dswa_forward_cpu runs with on this machine, chosen at run time as the
+   widest the CPU and OS support: "avx512", "avx2" (with FMA) or "sse2" (the x86-64 baseline);
+   "generic" on other targets. A static string. */
+const char *dswa_cpu_isa(void);
 
 /* ---- float64 reference ------------------------------------------------------------- */
 /* The math above in double precision, written plainly (one query at a time, every score
