@@ -36,7 +36,7 @@ static double round_format(double x, int mant, int emin, double maxv) {
     return fabs(r) > maxv ? copysign(INFINITY, x) : r;
 }
 
-static double round_dtype(double x, dswa_dtype dt) {
+double tu_samel_round(double x, dswa_dtype dt) {
     if (dt == DSWA_F16) return round_format(x, 10, -14, 65504.0);
     if (dt == DSWA_BF16) return round_format(x, 7, -126, ldexp(255.0, 120));
     return x;
@@ -53,7 +53,7 @@ void tu_samel_ref64_row(const dswa_samel_problem *p, const void *qkv, int64_t b,
     const int64_t base = b * p->qkv.batch + i * p->qkv.seq + ch * p->qkv.chunk + h * p->qkv.head;
     for (int d = 0; d < D; d++) {
         const double x = decode(qkv, base + d * p->qkv.dim, p->dtype);
-        y[d] = round_dtype((double)nm->gamma[d] * tanh((double)nm->alpha * x) + (double)nm->beta[d],
+        y[d] = tu_samel_round((double)nm->gamma[d] * tanh((double)nm->alpha * x) + (double)nm->beta[d],
                            p->dtype);
     }
     const double pos = as_fp32((double)((int64_t)p->pos_offset + i));
@@ -61,8 +61,8 @@ void tu_samel_ref64_row(const dswa_samel_problem *p, const void *qkv, int64_t b,
         const double inv = as_fp32(1.0 / pow((double)p->rope_base, (2.0 * f) / p->rot_dims));
         const double ang = as_fp32(pos * inv);   /* exact product of two fp32, rounded once */
         const double co = cos(ang), si = sin(ang), lo = y[f], hi = y[f + c];
-        y[f] = round_dtype(lo * co - hi * si, p->dtype);
-        y[f + c] = round_dtype(hi * co + lo * si, p->dtype);
+        y[f] = tu_samel_round(lo * co - hi * si, p->dtype);
+        y[f + c] = tu_samel_round(hi * co + lo * si, p->dtype);
     }
 }
 

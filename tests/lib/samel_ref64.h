@@ -25,6 +25,9 @@
 extern "C" {
 #endif
 
+/* x rounded to dtype as the model rounds it (f32: x itself). */
+double tu_samel_round(double x, dswa_dtype dt);
+
 /* One head row after DyT and RoPE: chunk ch (0 q, 1 k, 3 q_diff, 4 k_diff) of position i,
    head h, batch b, into y[0 .. head_dim). */
 void tu_samel_ref64_row(const dswa_samel_problem *p, const void *qkv, int64_t b, int64_t i,
