@@ -10,8 +10,9 @@ import ctypes.util
 import os
 import struct
 
+# ctypes mirrors of dswa.h's enums (the header is their home: python/tests/test_layout.py checks
+# each value against the library's own dswa_dtype_parse / dswa_math_parse / status strings).
 F32, F16, BF16 = 0, 1, 2                                        # dswa_dtype
-DTYPE_NAMES = {F32: "f32", F16: "f16", BF16: "bf16"}
 MATH = {"default": 0, "tf32": 1, "fp32": 2}                     # dswa_math
 INVALID_ARGUMENT, UNSUPPORTED, MISALIGNED = 1, 2, 3             # dswa_status codes -> ValueError
 
@@ -85,6 +86,9 @@ _SIGNATURES = [
     ("dswa_min_bytes", _c.c_double, [_P]),
     ("dswa_cuda_available", _c.c_int, []),
     ("dswa_cpu_isa", _c.c_char_p, []),
+    ("dswa_dtype_parse", _c.c_int, [_c.c_char_p, _c.POINTER(_c.c_int)]),
+    ("dswa_math_parse", _c.c_int, [_c.c_char_p, _c.POINTER(_c.c_int)]),
+    ("dswa_dtype_name", _c.c_char_p, [_c.c_int]),
     ("dswa_aot_kernel_window", _c.c_int,
      [_c.c_char_p, _c.c_int, _c.c_int, _c.c_int32, _c.c_int32, _c.POINTER(AotInfo)]),
     ("dswa_aot_kernel_for", _c.c_int, [_c.c_char_p, _P, _c.POINTER(AotInfo)]),

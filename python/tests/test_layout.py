@@ -47,3 +47,21 @@ def test_problem_layout():
 def test_aot_layout():
     check(_lib.AotParam, "dswa_aot_param")
     check(_lib.AotInfo, "dswa_aot_info")
+
+
+def test_enum_mirrors():
+    """The enum values dswa._lib mirrors are the library's own: names parsed by the library
+    give the mirrored numbers, and the status codes name the statuses they stand for."""
+    L = _lib.lib()
+    for name, value in (("f32", _lib.F32), ("f16", _lib.F16), ("bf16", _lib.BF16)):
+        out = ctypes.c_int(-1)
+        assert L.dswa_dtype_parse(name.encode(), ctypes.byref(out)) == 0, name
+        assert out.value == value, f"dtype {name}: library {out.value}, dswa._lib {value}"
+        assert L.dswa_dtype_name(value).decode() == name
+    for name, value in _lib.MATH.items():
+        out = ctypes.c_int(-1)
+        assert L.dswa_math_parse(name.encode(), ctypes.byref(out)) == 0, name
+        assert out.value == value, f"math {name}: library {out.value}, dswa._lib {value}"
+    for code, word in ((_lib.INVALID_ARGUMENT, "invalid"), (_lib.UNSUPPORTED, "unsupported"),
+                       (_lib.MISALIGNED, "align")):
+        assert word in L.dswa_status_string(code).decode().lower(), code
