@@ -2,7 +2,9 @@
  * one (batch, position) at a time, into temporaries of the problem's dtype (storing there is
  * the rounding the header describes), then the op's CPU backend on them, with V read in place
  * from the packed input. The prologue is a pass over memory of its own, which the fused CUDA
- * kernel is to avoid; here it is a small part of the op's cost.
+ * kernel is to avoid. Here it costs more than the op (B=1, N=4096, H=24, f32, 2 cores: about
+ * 300 ms against the op's 60), two thirds of it glibc's tanhf, one scalar call per element:
+ * a vectorisable tanh of the same accuracy is the way to speed it up.
  */
 #include <math.h>
 #include <stdlib.h>
