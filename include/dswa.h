@@ -119,8 +119,8 @@ dswa_status dswa_reference_rows(const dswa_problem *p, const void *q, const void
 
 /* ---- The fused SAME-L attention block ---------------------------------------------- */
 /* SAME-L's whole attention block between its to_qkv and to_out projections, from the packed
-   projection X (B, N, 5·H·D), read in place as chunks q, k, v, q_diff, k_diff (in that order),
-   to the heads' output (B, N, H·D). For batch b, position i, head h:
+   projection X (B, N, 5*H*D), read in place as chunks q, k, v, q_diff, k_diff (in that order),
+   to the heads' output (B, N, H*D). For batch b, position i, head h:
      1. DyT qk-norm over the D dims: y = gamma * tanh(alpha * x) + beta, with q_norm's
         (alpha, gamma, beta) for q and q_diff and k_norm's for k and k_diff.
      2. RoPE on the first rot_dims dims of y, in fp32: pos = (float)(pos_offset + i),
@@ -137,7 +137,7 @@ dswa_status dswa_reference_rows(const dswa_problem *p, const void *q, const void
    as the op's do (DyT maps +-inf to finite values: tanh saturates). */
 
 /* Element strides of the packed projection viewed as [batch, seq, chunk, head, dim], chunk
-   0-4 = q, k, v, q_diff, k_diff. Contiguous (B, N, 5·H·D): {5NHD, 5HD, HD, D, 1}. */
+   0-4 = q, k, v, q_diff, k_diff. Contiguous (B, N, 5*H*D): {5NHD, 5HD, HD, D, 1}. */
 typedef struct dswa_samel_layout { int64_t batch, seq, chunk, head, dim; } dswa_samel_layout;
 
 /* One DyT qk-norm: gamma and beta point to head_dim floats each (fp32; host memory for the
@@ -162,7 +162,7 @@ typedef struct dswa_samel_problem {
 } dswa_samel_problem;
 
 /* SAME-L's block: D = 64, window 17 both ways, scale 1/8, lambda 1, rot_dims 32, base 10000,
-   pos_offset 0, DSWA_F32, DSWA_MATH_DEFAULT, contiguous (B, N, 5·H·64) input and (B, N, H·64)
+   pos_offset 0, DSWA_F32, DSWA_MATH_DEFAULT, contiguous (B, N, 5*H*64) input and (B, N, H*64)
    output; both norms alpha 1 with gamma and beta NULL (learned weights: the caller sets them). */
 dswa_samel_problem dswa_samel_problem_default(int32_t batch, int32_t seq_len, int32_t heads);
 
@@ -170,7 +170,7 @@ dswa_samel_problem dswa_samel_problem_default(int32_t batch, int32_t seq_len, in
    DSWA_ERR_INVALID_ARGUMENT with a message naming the field and its value. As for the op,
    batch or seq_len 0 is a valid no-op whose pointers are not checked. */
 dswa_status dswa_samel_validate(const dswa_samel_problem *p, const void *qkv, const void *out);
-/* Host memory. Allocates temporaries of 4·B·N·H·D elements (DSWA_ERR_OUT_OF_MEMORY if it
+/* Host memory. Allocates temporaries of 4*B*N*H*D elements (DSWA_ERR_OUT_OF_MEMORY if it
    cannot; nothing written). */
 dswa_status dswa_samel_forward_cpu(const dswa_samel_problem *p, const void *qkv, void *out);
 /* Validates, then returns DSWA_ERR_UNSUPPORTED: there is no CUDA kernel for the block yet
