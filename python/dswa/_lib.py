@@ -125,13 +125,16 @@ def cpu_isa():
 
 def check(status):
     """Raise for a failed dswa_status: ValueError for invalid/unsupported/misaligned input,
-    RuntimeError otherwise, with dswa_last_error() in the message."""
+    RuntimeError otherwise, with dswa_last_error() in the message and the status as .status
+    (UNSUPPORTED from a dswa_aot_* function: a build without nvcc, which exports nothing)."""
     if status != 0:
         L = lib()
         msg = (f"dswa: {L.dswa_status_string(status).decode()}: "
                f"{L.dswa_last_error().decode(errors='replace')}")
-        raise (ValueError if status in (INVALID_ARGUMENT, UNSUPPORTED, MISALIGNED)
-               else RuntimeError)(msg)
+        e = (ValueError if status in (INVALID_ARGUMENT, UNSUPPORTED, MISALIGNED)
+             else RuntimeError)(msg)
+        e.status = status
+        raise e
 
 
 def layout(strides, heads, pairs):

@@ -178,27 +178,39 @@ def device_arch():
             raise ValueError(f"dswa.trt: DSWA_TRT_ARCH = {env}: {e}") from None
         return env
     major, minor = _capability()
-    last = None
-    for sm in range(10 * major + minor, 69, -1):
-        try:
-            _lib.aot_kernel(f"sm_{sm}", _lib.F16, -1, -1)
-            return f"sm_{sm}"
-        except ValueError as e:
-            last = e
-    raise RuntimeError(f"dswa.trt: the GPU is sm_{major}{minor}; the library exports no target "
-                       f"at or below it ({last})")
+    try:
+        return _first_exported(range(10 * major + minor, 69, -1), _lib.aot_kernel)
+    except ValueError as e:
+        raise RuntimeError(f"dswa.trt: the GPU is sm_{major}{minor}; the library exports no "
+                           f"target at or below it ({e})") from None
 
 
 def _some_arch():
-    """A target the library exports (for checks that do not depend on the target)."""
-    last = None
-    for sm in range(80, 200):
+    """A target the library exports (for checks that do not depend on the target). ValueError
+    when there is none; its .status is _lib.UNSUPPORTED for a build without nvcc."""
+    try:
+        return _first_exported(range(80, 200),
+                               lambda a, *k: _kernel(a, *k, "default"))
+    except ValueError as e:
+        err = ValueError(f"dswa.trt: the library exports no kernel ({e})")
+        err.status = getattr(e, "status", None)
+        raise err from None
+
+
+def _first_exported(sms, export):
+    """The first sm_<sm> in `sms` that export(arch, F16, -1, -1) accepts. Else the first
+    target's error (it names the exported targets), or at once the build's own refusal
+    (UNSUPPORTED: no nvcc, nothing exported), not the last target tried."""
+    first = None
+    for sm in sms:
         try:
-            _kernel(f"sm_{sm}", _lib.F16, -1, -1, "default")
+            export(f"sm_{sm}", _lib.F16, -1, -1)
             return f"sm_{sm}"
         except ValueError as e:
-            last = e
-    raise ValueError(f"dswa.trt: the library exports no kernel ({last})")
+            if getattr(e, "status", None) == _lib.UNSUPPORTED:
+                raise
+            first = first or e
+    raise first or ValueError("dswa: no target to try")
 
 
 @functools.lru_cache(maxsize=None)

@@ -30,6 +30,18 @@ def skip(why):
     raise unittest.SkipTest(why)
 
 
+def aot_arch_or_skip():
+    """A target the library exports; skipped (visibly) for a build without nvcc, which exports
+    none. Any other refusal (a build with nvcc that exports nothing) is an error, not a skip."""
+    from dswa import _lib, trt
+    try:
+        return trt._some_arch()
+    except ValueError as e:
+        if getattr(e, "status", None) != _lib.UNSUPPORTED:
+            raise
+        skip("skipped: this build of libdswa has no AOT export (built without nvcc)")
+
+
 def to64(x):
     if torch is not None and isinstance(x, torch.Tensor):
         return x.detach().cpu().to(torch.float64).numpy()

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from _util import check_close, dswa, np, raises, reference, skip
+from _util import aot_arch_or_skip, check_close, dswa, np, raises, reference, skip
 
 RNG = np.random.default_rng(7)
 
@@ -167,13 +167,6 @@ def test_library_lookup():
     assert "libdswa.so not found" in r.stdout and "/nonexistent/libdswa.so" in r.stdout, r.stdout
 
 
-def _aot_or_skip():
-    try:
-        return dswa._lib.aot_kernel("sm_80", dswa._lib.F32, 17, 17)
-    except ValueError as e:
-        skip(f"skipped: this build has no AOT export ({e})")
-
-
 def _exported(_lib):
     out = []
     for sm in (80, 86, 89, 90, 100, 120):
@@ -191,7 +184,7 @@ def test_trt_launch_formulas_match_library():
     (dswa_aot_kernel_for); tests/test_trt_layer.py does the same through TensorRT's symbolic
     shape expressions."""
     from dswa import trt, _lib
-    _aot_or_skip()
+    aot_arch_or_skip()
     n = 0
     archs = _exported(_lib)
     for arch in archs:
@@ -232,7 +225,7 @@ def test_trt_device_arch():
     """The newest exported target not above the GPU's compute capability (asked of the
     library); DSWA_TRT_ARCH overrides, checked against the exported targets."""
     from dswa import trt, _lib
-    _aot_or_skip()
+    aot_arch_or_skip()
     have = [int(a[3:]) for a in _exported(_lib)]
     saved, env = trt._capability, os.environ.pop("DSWA_TRT_ARCH", None)
     try:
@@ -253,6 +246,39 @@ def test_trt_device_arch():
         os.environ.pop("DSWA_TRT_ARCH", None)
         if env is not None:
             os.environ["DSWA_TRT_ARCH"] = env
+
+
+def test_trt_no_target_error():
+    """When no target is exported the error is the meaningful one: the build's own refusal
+    (no nvcc) at once, else the first target's (it lists the exported targets), never the last
+    target tried. Checked with stand-in exports, then against this build."""
+    from dswa import trt, _lib
+    tried = []
+
+    def refuse(status, why):
+        def export(arch, *_):
+            tried.append(arch)
+            e = ValueError(f"{why} {arch}")
+            e.status = status
+            raise e
+        return export
+    e = raises(ValueError, "nvcc sm_80", trt._first_exported, range(80, 200),
+               refuse(_lib.UNSUPPORTED, "nvcc"))
+    assert tried == ["sm_80"], tried
+    tried.clear()
+    raises(ValueError, "not exported sm_90", trt._first_exported, range(90, 200),
+           refuse(_lib.INVALID_ARGUMENT, "not exported"))
+    assert len(tried) == 110, len(tried)
+    assert trt._first_exported(range(80, 200), lambda a, *_: None) == "sm_80"
+    try:
+        arch = trt._some_arch()
+    except ValueError as e:                   # this build exports nothing: it must say why
+        assert e.status == _lib.UNSUPPORTED and "without nvcc" in str(e) and \
+            "sm_199" not in str(e), str(e)
+    else:                                     # the first exported target from sm_80 up
+        _lib.aot_kernel(arch, _lib.F16, -1, -1)
+        for sm in range(80, int(arch[3:])):
+            raises(ValueError, "not exported", _lib.aot_kernel, f"sm_{sm}", _lib.F16, -1, -1)
 
 
 def test_trt_register_without_tensorrt():

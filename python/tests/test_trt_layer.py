@@ -1,12 +1,13 @@
 """dswa.trt through TensorRT's real plugin layer (trt_layer_check.py), once per TensorRT in
 $DSWA_TRT_SITES (a colon list of directories, each a `pip install --no-deps --target` of a
 tensorrt-cu1x-bindings wheel; python/tests/install_deps.sh makes them). Each version runs in its
-own process, so two TensorRT versions never share one. Skipped (visibly) when it is unset."""
+own process, so two TensorRT versions never share one. Skipped (visibly) when it is unset, and
+for a build without nvcc (no AOT export: every check needs the library's PTX)."""
 import os
 import subprocess
 import sys
 
-from _util import skip
+from _util import aot_arch_or_skip, skip
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -16,6 +17,7 @@ def sites():
     if not s:
         skip("skipped: DSWA_TRT_SITES is not set (sh python/tests/install_deps.sh PREFIX "
              "installs TensorRT's plugin layer and prints it)")
+    aot_arch_or_skip()
     return s
 
 
