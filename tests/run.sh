@@ -9,9 +9,14 @@ for t in "$@"; do
     "$t" >"$logs/$name.log" 2>&1; rc=$?
     if [ $rc -eq 0 ]; then
         pass=$((pass+1)); echo "PASS  $name"
-        # a passing program may still skip parts (e.g. the torch/TensorRT Python tests): say so
-        n=$(grep -c 'skipped:' "$logs/$name.log")
-        [ "$n" -gt 0 ] && echo "      ($n parts skipped, e.g. $(grep -m 1 -o 'skipped: .*' "$logs/$name.log"))"
+        # a passing program may still skip parts (e.g. the torch/TensorRT Python tests): say so.
+        # The Python tests' count is their runner's summary ("18 passed, 15 skipped ..."; one
+        # "skipped:" line there may stand for several tests); elsewhere one line is one part.
+        n=$(grep -E '^[0-9]+ passed,.* [0-9]+ skipped' "$logs/$name.log" | tail -n 1 |
+            sed -E 's/.* ([0-9]+) skipped.*/\1/')
+        [ -n "$n" ] || n=$(grep -c 'skipped:' "$logs/$name.log")
+        [ "$n" -eq 1 ] && parts=part || parts=parts
+        [ "$n" -gt 0 ] && echo "      ($n $parts skipped, e.g. $(grep -m 1 -o 'skipped: .*' "$logs/$name.log"))"
     elif [ $rc -eq 77 ]; then skip=$((skip+1)); echo "SKIP  $name: $(grep -i 'skipped' "$logs/$name.log" | head -n 1)"
     else
         fail=$((fail+1)); failed="$failed $name"; echo "FAIL  $name (exit $rc; log $logs/$name.log)"
