@@ -103,9 +103,15 @@ $(BUILD)/libdswa.so: $(BUILD)/$(SONAME)
 # CMake package; recorded here so that an install as another user links what this build used).
 $(BUILD)/static-libs.txt: $(FLAGS_STAMP) Makefile
 	printf '%s\n' '$(strip $(CUDA_LIBS) $(LDLIBS))' > $@
+# The commit the CLI is built from (`dswa bench --json` records it). Only the CLI depends on
+# it, through its own stamp: a new commit relinks the CLI, never the library.
+GIT_COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+COMMIT_STAMP := $(BUILD)/obj/commit.stamp
+$(COMMIT_STAMP): FORCE | $(BUILD)/obj
+	@printf '%s\n' '$(GIT_COMMIT)' | cmp -s - $@ || printf '%s\n' '$(GIT_COMMIT)' > $@
 # The CLI is built from include/dswa.h and its own files only: no -Isrc.
-$(BUILD)/dswa: $(TOOL_C) $(wildcard tools/*.h tools/ptx_fit/*.h) include/dswa.h $(BUILD)/libdswa.a
-	$(CC) $(filter-out -Isrc,$(CFLAGS)) -o $@ $(TOOL_C) $(BUILD)/libdswa.a $(CUDA_LIBS) $(LDLIBS)
+$(BUILD)/dswa: $(TOOL_C) $(wildcard tools/*.h tools/ptx_fit/*.h) include/dswa.h $(BUILD)/libdswa.a $(COMMIT_STAMP)
+	$(CC) $(filter-out -Isrc,$(CFLAGS)) -DDSWA_GIT_COMMIT='"$(GIT_COMMIT)"' -o $@ $(TOOL_C) $(BUILD)/libdswa.a $(CUDA_LIBS) $(LDLIBS)
 # The tests of tools/ptx_fit (test_ptx_fit; test_aot assembles with its ptxas) link its sources.
 $(BUILD)/tests/test_ptx_fit $(BUILD)/tests/test_aot: EXTRA_TEST_SRC := -Itools $(PTX_FIT_C)
 $(BUILD)/tests/test_ptx_fit $(BUILD)/tests/test_aot: $(PTX_FIT_C) $(wildcard tools/ptx_fit/*.h)
@@ -128,7 +134,7 @@ test-long: all $(TEST_BIN)
 bench: all
 	$(BUILD)/dswa bench --json > $(BUILD)/bench.json.part && mv $(BUILD)/bench.json.part $(BUILD)/bench.json
 	python3 bench/profiling/bench-table.py $(BUILD)/bench.json
-	@if python3 bench/readme_table.py $(BUILD)/bench.json --commit "$$(git describe --always --dirty 2>/dev/null || echo unknown)" \
+	@if python3 bench/readme_table.py $(BUILD)/bench.json \
 	    > $(BUILD)/readme-table.md.part; then mv $(BUILD)/readme-table.md.part $(BUILD)/readme-table.md; \
 	  echo "bench: $(BUILD)/bench.json; README table: $(BUILD)/readme-table.md"; \
 	else rm -f $(BUILD)/readme-table.md.part; echo "bench: $(BUILD)/bench.json (no README table: it is made from a GPU run)"; fi

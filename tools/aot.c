@@ -14,6 +14,39 @@
 
 #include "cli.h"
 
+/* The targets the library exports. It keeps no public list of them, so each of sm_70 to
+   sm_130 is asked for (its wide f16 kernel) and kept when exported as itself. Returns the
+   count (0 in a build without nvcc). */
+static int exported_targets(int *sm, int cap) {
+    int n = 0;
+    for (int t = 70; t <= 130 && n < cap; t++) {
+        char name[16];
+        dswa_aot_info info;
+        snprintf(name, sizeof name, "sm_%d", t);
+        if (dswa_aot_kernel(name, DSWA_F16, DSWA_MATH_DEFAULT, &info) == DSWA_OK && info.target &&
+            !strcmp(info.target, name))
+            sm[n++] = t;
+        dswa_aot_info_free(&info);
+    }
+    return n;
+}
+
+/* The exported targets, as one help line with each one's lowest PTX ISA (with_isa: from
+   dswa_ptx_isa_for_target, the library's table) or as a plain list. */
+static void targets_text(FILE *f, int with_isa) {
+    int sm[64];
+    const int n = exported_targets(sm, 64);
+    if (with_isa) fputs("                  ", f);
+    if (n == 0) fputs("none: this build has no PTX (built without nvcc)", f);
+    for (int k = 0; k < n; k++) {
+        int major = 0, minor = 0;
+        fprintf(f, "%ssm_%d", k ? ", " : "", sm[k]);
+        if (with_isa && dswa_ptx_isa_for_target(sm[k], &major, &minor) == 0)
+            fprintf(f, ": %d.%d", major, minor);
+    }
+    if (with_isa) fputc('\n', f);
+}
+
 void aot_print_help(FILE *f) {
     fputs(
         "usage: dswa aot --arch sm_XX --dtype f32|f16|bf16 [--math default|tf32|fp32]\n"
@@ -23,15 +56,18 @@ void aot_print_help(FILE *f) {
         "\n"
         "Exports the kernel the library launches, for TensorRT's AOT plugin path\n"
         "(tensorrt.plugin.aot_impl): PTX with a plain .target sm_XX and the lowest .version the\n"
-        "target and the instructions allow (sm_80: 7.0, sm_86: 7.1, sm_89/sm_90: 7.8, sm_100: 8.6,\n"
-        "sm_120: 8.7), so that older drivers can JIT it; one entry per module. The kernel takes\n"
-        "its arguments in TensorRT's order: the input pointers q, k, v, then 20 int32 extras\n"
-        "(N, the clamped windows, the float bits of scale and lambda, the element strides), then\n"
-        "the output pointer. The PTX was embedded in the library at build time.\n"
+        "target and the instructions allow (listed under --arch), so that older drivers can JIT\n"
+        "it; one entry per module. The kernel takes its arguments in TensorRT's order: the input\n"
+        "pointers q, k, v, then 20 int32 extras (N, the clamped windows, the float bits of scale\n"
+        "and lambda, the element strides), then the output pointer. The PTX was embedded in the\n"
+        "library at build time.\n"
         "\n"
         "options:\n"
-        "  --arch sm_XX    target: sm_80, sm_86, sm_89, sm_90, sm_100 or sm_120 (a newer GPU\n"
-        "                  JIT-compiles the closest one below it)\n"
+        "  --arch sm_XX    target (a newer GPU JIT-compiles the closest one below it), with the\n"
+        "                  PTX ISA that introduced it (the lowest .version for it):\n",
+        f);
+    targets_text(f, 1);
+    fputs(
         "  --dtype T       f32 (TF32 matrix math), f16 or bf16: of Q, K, V and out alike\n"
         "  --math M        default|tf32|fp32 for f32 (fp32: 3xTF32, band windows only); f16 and\n"
         "                  bf16 take default only (their products accumulate in fp32 anyway)\n"
@@ -186,7 +222,21 @@ int cmd_aot(int argc, char **argv) {
         }
         return cli_usage_error(cmd, a[0] == '-' ? "unknown option '%s'" : "unexpected argument '%s'", a);
     }
-    if (!arch) return cli_usage_error(cmd, "--arch is required (sm_80, sm_86, sm_89, sm_90, sm_100, sm_120)");
+    if (!arch) {
+        char *list = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&list, &len);
+        if (m) {
+            targets_text(m, 0);
+            if (fclose(m) != 0) {
+                free(list);
+                list = NULL;
+            }
+        }
+        cli_usage_error(cmd, "--arch is required (%s)", list ? list : "see --help");
+        free(list);
+        return 2;
+    }
     if (!dtype_s) return cli_usage_error(cmd, "--dtype is required (f32, f16, bf16)");
     dswa_dtype dtype;
     dswa_math math = DSWA_MATH_DEFAULT;
@@ -194,9 +244,7 @@ int cmd_aot(int argc, char **argv) {
         return cli_usage_error(cmd, "--dtype: %s", cli_parse_message());
     if (math_s && cli_parse_math(math_s, &math))
         return cli_usage_error(cmd, "--math: %s", cli_parse_message());
-    if (math != DSWA_MATH_DEFAULT && dtype != DSWA_F32)
-        return cli_usage_error(cmd, "--math %s applies to f32 only: %s is multiplied as it is stored, "
-                               "with fp32 accumulation (leave --math out)", math_s, dtype_s);
+    if (cli_math_for_dtypes(cmd, math_s, math, dtype_s, dtype == DSWA_F32)) return 2;
     int32_t wl = -1, wr = -1; /* -1: no windows (the wide kernel, WL and WR in the formulas) */
     if (cli_parse_windows(cmd, win, wl_s, wr_s, &wl, &wr)) return 2;
     if (!shape_s && (shared_v || scale_s || lambda_s))

@@ -178,13 +178,6 @@ static const char bench_help_text[] =
 /* The help of `dswa bench` (its one home; declared in cli.h). */
 void bench_print_help(FILE *f) { fputs(bench_help_text, f); }
 
-/* stdout's buffered output reached its destination; else one line on stderr. */
-static int stdout_flushed(void) {
-    if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
-    fprintf(stderr, "dswa bench: writing to stdout failed: %s\n", strerror(errno));
-    return -1;
-}
-
 /* Appends the list `v` of option `name` to out[*n]; `total` shapes are already given. */
 static int add_shapes(const char *cmd, const char *name, const char *v, int64_t hi,
                       int64_t *out, int *n, int total) {
@@ -216,16 +209,6 @@ static int parse_count(const char *cmd, const char *name, const char *v, int64_t
     return 0;
 }
 
-static int parse_window(const char *cmd, const char *name, const char *v, int32_t *out) {
-    int64_t x;
-    if (cli_parse_i64(v, 0, INT32_MAX, &x)) {
-        cli_usage_error(cmd, "%s: '%s' is not an integer >= 0", name, v);
-        return -1;
-    }
-    *out = (int32_t)x;
-    return 0;
-}
-
 /* Options with one value may be given once (cli_opt_once); --L and --N add up. */
 static int parse_bench(int argc, char **argv, bench_opts *o) {
     const char *cmd = "bench", *v = NULL;
@@ -248,7 +231,7 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             bench_print_help(stdout);
-            return stdout_flushed() ? 3 : 1;
+            return 1;
         }
         if ((r = cli_opt(cmd, argc, argv, &i, "--L", 1, &v))) {
             if (r < 0 || add_shapes(cmd, "--L", v, INT32_MAX / 17, ls, &nl, nl + nn)) return 2;
@@ -283,22 +266,14 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
         return cli_usage_error(cmd, "--dtype: '%s' is not a list of f32, f16, bf16 (or all)", dtype);
     if (math && cli_parse_math(math, &o->math))
         return cli_usage_error(cmd, "--math: %s", cli_parse_message());
+    if (math && cli_math_for_dtypes(cmd, math, o->math, dtype, o->dtypes[DSWA_F32])) return 2;
     if (vlay) {
         if (!strcmp(vlay, "both")) o->vmode = V_BOTH;
         else if (!strcmp(vlay, "full") || !strcmp(vlay, "2h")) o->vmode = V_FULL;
         else if (!strcmp(vlay, "shared")) o->vmode = V_SHARED;
         else return cli_usage_error(cmd, "--v: '%s' is not both, full or shared", vlay);
     }
-    if (w && (wl || wr))
-        return cli_usage_error(cmd, "--window and --window-left/--window-right exclude each other");
-    if (!wl != !wr) return cli_usage_error(cmd, "--window-left and --window-right go together");
-    if (w) {
-        if (parse_window(cmd, "--window", w, &o->wl)) return 2;
-        o->wr = o->wl;
-    }
-    if (wl && (parse_window(cmd, "--window-left", wl, &o->wl) ||
-               parse_window(cmd, "--window-right", wr, &o->wr)))
-        return 2;
+    if (cli_parse_windows(cmd, w, wl, wr, &o->wl, &o->wr)) return 2;
     if (cold) {
         if (!strcmp(cold, "auto")) o->cold = COLD_AUTO;
         else if (!strcmp(cold, "all")) o->cold = COLD_ALL;
@@ -1126,7 +1101,7 @@ int cmd_bench(int argc, char **argv) {
     static bench_row rows[MAX_ROWS];
     char device[256], date[64], why[512];
     int nrow = 0, rc;
-    if ((rc = parse_bench(argc, argv, &o)) != 0) return rc == 1 ? 0 : rc == 3 ? 1 : rc;
+    if ((rc = parse_bench(argc, argv, &o)) != 0) return rc == 1 ? 0 : rc;
     memset(&c, 0, sizeof c);
     c.o = &o;
     c.t0 = cli_now();
@@ -1232,7 +1207,6 @@ int cmd_bench(int argc, char **argv) {
         printf("%%floor = floor_ms / time_ms = GB/s / copy bandwidth\n");
         print_tables(&c, rows, nrow);
     }
-    if (stdout_flushed() != 0) return 1;
     if (c.fatal) fprintf(stderr, "dswa bench: stopped after a CUDA error: %s\n", c.fatal_msg);
     int bad = c.fatal;
     for (int i = 0; i < nrow; i++)

@@ -55,7 +55,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 /* Matches argv[*i] against option `name` ("--L"). Returns 0 when it is another option, 1 when
    it matched (for has_value, *val is the value, from "--L=x" or the next argument, and *i is
    advanced past it), -1 after printing a usage error (missing value, or a value given to a
-   flag). */
+   flag, an empty value). */
 int cli_opt(const char *cmd, int argc, char **argv, int *i, const char *name, int has_value,
             const char **val);
 /* cli_opt for an option that takes one value and may be given once: *val must start NULL,
@@ -82,6 +82,11 @@ int cli_parse_dtypes(const char *s, int flags[3]);
    error (both forms, one side alone, not an integer in [0, 2^31)). */
 int cli_parse_windows(const char *cmd, const char *w, const char *wl, const char *wr,
                       int32_t *left, int32_t *right);
+
+/* --math M (parsed into math) with --dtype D: a math other than default applies to f32 only,
+   so it is a usage error (2, after the message) when f32 (has_f32) is not among the dtypes. */
+int cli_math_for_dtypes(const char *cmd, const char *math_s, dswa_math math, const char *dtype_s,
+                        int has_f32);
 
 typedef enum cli_backend { CLI_BACKEND_AUTO = 0, CLI_BACKEND_CPU, CLI_BACKEND_CUDA } cli_backend;
 int cli_parse_backend(const char *s, cli_backend *out);

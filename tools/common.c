@@ -51,6 +51,11 @@ int cli_opt(const char *cmd, int argc, char **argv, int *i, const char *name, in
         }
         *val = argv[++*i];
     }
+    /* An empty value (-o '', --window=) names nothing: refused here, for every option. */
+    if (!**val) {
+        cli_usage_error(cmd, "option %s: the value is empty", name);
+        return -1;
+    }
     return 1;
 }
 
@@ -144,6 +149,13 @@ int cli_parse_windows(const char *cmd, const char *w, const char *wl, const char
         if (k == 0) *right = (int32_t)x;
     }
     return 0;
+}
+
+int cli_math_for_dtypes(const char *cmd, const char *math_s, dswa_math math, const char *dtype_s,
+                        int has_f32) {
+    if (math == DSWA_MATH_DEFAULT || has_f32) return 0;
+    return cli_usage_error(cmd, "--math %s applies to f32 only: %s is multiplied as it is stored, "
+                           "with fp32 accumulation (leave --math out)", math_s, dtype_s);
 }
 
 int cli_parse_backend(const char *s, cli_backend *out) {

@@ -103,8 +103,9 @@ static int cmd_version(int argc, char **argv) {
     return 0;
 }
 
-/* Standard output reached its destination (a full disk, a closed pipe: not); else one line
-   on stderr and exit status 1. `rc` is the command's status: a failed command has said why. */
+/* The one check, after every subcommand, that standard output reached its destination (a
+   full disk, a closed pipe: not); else one line on stderr and exit status 1. `rc` is the
+   command's status: a failed command has said why. */
 static int stdout_done(const char *cmd, int rc) {
     errno = 0;
     const int flushed = fflush(stdout) == 0;
