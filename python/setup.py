@@ -1,5 +1,6 @@
-"""Pure Python, plus a copy of the C library: `pip install ./python` places the repository's
-build/libdswa.so next to the installed package, so that `import dswa` finds it. When build/ has
+"""Python code (ctypes, no extension module) plus a copy of the C library: `pip install ./python`
+places the repository's build/libdswa.so next to the installed package, so that `import dswa`
+finds it; the wheel is therefore tagged for the platform (py3-none-linux_x86_64). When build/ has
 none yet (a fresh clone), it runs `make` in the repository root first (about 2 minutes with
 nvcc; extra make arguments from $DSWA_MAKE_FLAGS, e.g. "GPU_ARCH=90" for one GPU only).
 DSWA_NO_MAKE=1 skips that: the package then finds the library through $DSWA_LIB or the system
@@ -10,7 +11,7 @@ import shutil
 import subprocess
 import sys
 
-from setuptools import setup
+from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -46,4 +47,30 @@ class BuildPy(build_py):
             shutil.copy2(lib, os.path.join(self.build_lib, "dswa", "libdswa.so"))
 
 
-setup(cmdclass={"build_py": BuildPy})
+class BinaryDistribution(Distribution):
+    """The package carries libdswa.so, machine code for this platform: installed to platlib,
+    and its wheel tagged for the platform (not py3-none-any, which pip would cache and reuse
+    on any machine)."""
+    def has_ext_modules(self):
+        return True
+
+
+try:                                           # setuptools >= 70.1 has its own; older: wheel's
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:
+    try:
+        from wheel.bdist_wheel import bdist_wheel
+    except ImportError:                        # no wheel support at all: nothing to tag
+        bdist_wheel = None
+
+cmdclass = {"build_py": BuildPy}
+if bdist_wheel is not None:
+    class BdistWheel(bdist_wheel):
+        """py3-none-<platform>: the Python code runs on any Python 3 (ctypes, no extension
+        module, so no interpreter or ABI tag); only the bundled library is platform-bound."""
+        def get_tag(self):
+            return ("py3", "none", super().get_tag()[2])
+
+    cmdclass["bdist_wheel"] = BdistWheel
+
+setup(distclass=BinaryDistribution, cmdclass=cmdclass)

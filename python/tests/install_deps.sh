@@ -20,7 +20,8 @@ if ! python3 -m venv "$P/venv" >&2; then
     echo "$0: python3 -m venv failed; on Debian/Ubuntu install python3-venv (apt-get install python3-venv)" >&2
     exit 1
 fi
-"$P/venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest >&2
+# setuptools >= 70.1 (it makes wheels itself): test_package.py builds the wheel offline
+"$P/venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest "setuptools>=70.1" >&2
 for spec in "trt-cu13 tensorrt-cu13-bindings==$TRT13" "trt-cu12 tensorrt-cu12-bindings==$TRT12" \
             "trt-10.8 tensorrt-cu12-bindings==$TRT108"; do
     set -- $spec
