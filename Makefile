@@ -213,8 +213,9 @@ clean:
 # tests/fixtures/fuzz-<what>.ptx: test_ptx_fit replays those). Debian: apt-get install clang
 # (with libclang-rt-14-dev where clang's runtime is a separate package).
 FUZZ_SECONDS ?= 120
-# The one library source ptx_fit calls (dswa_ptx_isa_for_target), compiled in without the rest.
-PTX_FIT_LIB_C := src/aot/ptx_isa.c
+# The library sources ptx_fit calls (dswa_ptx_isa_for_target, dswa_ptx_shared_memory), compiled
+# in without the rest.
+PTX_FIT_LIB_C := src/aot/ptx_isa.c src/aot/ptx_shared.c
 FUZZ_CC      ?= clang
 .PHONY: fuzz
 fuzz:

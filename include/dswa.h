@@ -266,6 +266,21 @@ void dswa_aot_info_free(dswa_aot_info *info);
    dswa_aot_* functions above, it works in a build without nvcc. */
 int dswa_ptx_isa_for_target(int sm, int *major, int *minor);
 
+/* Shared memory one entry of a PTX module declares: its own `.shared` variables and the
+   module's, laid out as ptxas 13.0 lays them out (the entry's first, then the module's, each
+   in order at the larger of its .align and its element size, .v2/.v4 included). Variables the
+   entry never reaches count too (ptxas drops unreferenced module-scope ones: an upper bound). */
+typedef struct dswa_ptx_shared {
+    uint64_t static_bytes;   /* sized variables, saturated at UINT64_MAX */
+    int dynamic_arrays;      /* arrays declared without a size (`.extern .shared .b8 x[]`) */
+    size_t dynamic_name, dynamic_name_len;   /* the first of them: offset and length in the text */
+} dswa_ptx_shared;
+/* Fills *out for the entry named entry[0, entry_len) (NULL: the first .entry with a body) of
+   the text ptx[0, n); 0, or -1 when there is no such entry (*out then holds the module's
+   variables only). Works in a build without nvcc (src/aot/ptx_shared.c). */
+int dswa_ptx_shared_memory(const char *ptx, size_t n, const char *entry, size_t entry_len,
+                           dswa_ptx_shared *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dswa.h"
 #include "ptx_fit/ptx_fit.h"
 
 static int failures, checks;
@@ -581,6 +582,100 @@ static void test_entries_and_errors(void) {
     }
 }
 
+/* dswa_ptx_shared_memory, the one counter of static shared memory (the AOT export's
+   shared_bytes, this report's). Each expected value is what `ptxas -arch=sm_90 -v` 13.0 reports
+   ("N bytes smem") for the module with every variable referenced from the entry: the entry's
+   variables are laid out first, then the module's, each at the larger of its .align and its
+   element size (vectors included), no padding after the last. */
+static void test_shared_memory_counter(void) {
+#define HEAD ".version 8.0\n.target sm_90\n.address_size 64\n"
+#define REFS(...) "{\n  .reg .b64 %rd<8>;\n" __VA_ARGS__ "  ret;\n}\n"
+    static const struct {
+        const char *what, *ptx, *entry;
+        unsigned long long bytes;
+        int dynamic;
+        const char *dynamic_name;
+    } cases[] = {
+        {"several vector names on a line", HEAD ".shared .v4 .u32 quad[8], one;\n"
+         ".visible .entry k(.param .u64 p)\n" REFS("  mov.u64 %rd1, quad; mov.u64 %rd2, one;\n"
+                                                  "  st.global.u64 [%rd1], %rd2;\n"),
+         NULL, 8 * 16 + 16, 0, ""},
+        {"align, arrays, vectors, .extern, entry scope first", HEAD
+         ".shared .align 4 .b8 g1[3];\n.shared .v4 .u32 quad[8], one;\n"
+         ".extern .shared .align 16 .b8 dyn[];\n"
+         ".visible .entry k(.param .u64 p)\n"
+         REFS("  .shared .u16 inner[5];\n"
+              "  mov.u64 %rd1, g1; mov.u64 %rd2, quad; mov.u64 %rd3, one; mov.u64 %rd4, dyn;\n"
+              "  mov.u64 %rd5, inner; st.global.u64 [%rd1], %rd2; st.global.u64 [%rd3], %rd4;\n"
+              "  st.global.u64 [%rd5], %rd4;\n"),
+         "k", 160, 1, "dyn"}, /* inner 0..10, g1 12..15, quad 16..144, one 144..160 */
+        {"padding to .align 128 and to .f64, .v2", HEAD
+         ".shared .u8 c1;\n.shared .f64 d1;\n.shared .align 128 .b8 big[10];\n"
+         ".shared .v2 .f32 v2a[3];\n.visible .entry k(.param .u64 p)\n"
+         REFS("  mov.u64 %rd1, c1; mov.u64 %rd2, d1; mov.u64 %rd3, big; mov.u64 %rd4, v2a;\n"
+              "  st.global.u64 [%rd1], %rd2; st.global.u64 [%rd3], %rd4;\n"),
+         NULL, 168, 0, ""}, /* c1 0, d1 8..16, big 128..138, v2a 144..168 */
+        {"the module's after the entry's", HEAD ".shared .u8 x;\n"
+         ".visible .entry k(.param .u64 p)\n"
+         REFS("  .shared .f64 y;\n  mov.u64 %rd1, x; mov.u64 %rd2, y; st.global.u64 [%rd1], %rd2;\n"),
+         "k", 9, 0, ""},
+        {"no padding after the last; two declarations on a line", HEAD
+         ".visible .entry k(.param .u64 p)\n"
+         REFS("  .shared .u32 a; .shared .u8 b;\n"
+              "  mov.u64 %rd1, a; mov.u64 %rd2, b; st.global.u64 [%rd1], %rd2;\n"),
+         "k", 5, 0, ""},
+        {".b128, 2-D .f16x2", HEAD ".shared .u8 pad;\n.shared .b128 w[2];\n.shared .f16x2 h[3][2];\n"
+         ".visible .entry k(.param .u64 p)\n"
+         REFS("  mov.u64 %rd1, pad; mov.u64 %rd2, w; mov.u64 %rd3, h;\n"
+              "  st.global.u64 [%rd1], %rd2; st.global.u64 [%rd3], %rd2;\n"),
+         NULL, 72, 0, ""}, /* pad 0, w 16..48, h 48..72 */
+        {"only dynamic", HEAD ".extern .shared .align 16 .b8 dyn[];\n"
+         ".visible .entry k(.param .u64 p)\n"
+         REFS("  mov.u64 %rd1, dyn; st.global.u64 [%rd1], %rd1;\n"),
+         NULL, 0, 1, "dyn"},
+        /* two entries: each counts its own body only (ptxas: k 20, k2 100) */
+        {"names with arrays on a line, first entry", HEAD
+         ".visible .entry k(.param .u64 p)\n"
+         "{\n  .reg .b32 %r<2>;\n  .shared .u8 c1;\n  .shared .u32 w1, w2[3];\n"
+         "  mov.u32 %r1, c1;\n  ret;\n}\n"
+         ".visible .entry k2(.param .u64 p)\n{\n  .shared .b8 only2[100];\n  ret;\n}\n",
+         "k", 20, 0, ""},
+        {"names with arrays on a line, second entry", HEAD
+         ".visible .entry k(.param .u64 p)\n"
+         "{\n  .reg .b32 %r<2>;\n  .shared .u8 c1;\n  .shared .u32 w1, w2[3];\n"
+         "  mov.u32 %r1, c1;\n  ret;\n}\n"
+         ".visible .entry k2(.param .u64 p)\n{\n  .shared .b8 only2[100];\n  ret;\n}\n",
+         "k2", 100, 0, ""},
+    };
+#undef HEAD
+#undef REFS
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dswa_ptx_shared s;
+        memset(&s, 0x5a, sizeof s); /* poisoned: every field must be written */
+        const char *e = cases[i].entry;
+        const int rc = dswa_ptx_shared_memory(cases[i].ptx, strlen(cases[i].ptx), e, e ? strlen(e) : 0, &s);
+        const size_t want_len = strlen(cases[i].dynamic_name);
+        CHECK(rc == 0 && s.static_bytes == cases[i].bytes && s.dynamic_arrays == cases[i].dynamic &&
+                  (!cases[i].dynamic || (s.dynamic_name_len == want_len &&
+                                         !memcmp(cases[i].ptx + s.dynamic_name, cases[i].dynamic_name, want_len))),
+              "%s: rc %d, %llu bytes (ptxas: %llu), %d dynamic\n", cases[i].what, rc,
+              (unsigned long long)s.static_bytes, cases[i].bytes, s.dynamic_arrays);
+    }
+    /* an entry that is not there: -1, the module's variables only */
+    static const char two[] = ".version 8.0\n.target sm_90\n.shared .b32 m[4];\n"
+                              ".visible .entry k()\n{\n .shared .b8 own[64];\n ret;\n}\n";
+    dswa_ptx_shared s;
+    CHECK(dswa_ptx_shared_memory(two, sizeof two - 1, "nope", 4, &s) == -1 && s.static_bytes == 16,
+          "missing entry: %llu\n", (unsigned long long)s.static_bytes);
+    /* .shared inside a comment or an instruction (ld.shared) is no declaration */
+    static const char quiet[] = ".version 8.0\n.target sm_90\n// .shared .b8 c[8];\n"
+                                ".visible .entry k()\n{\n /* .shared .b8 d[8]; */ ld.shared.u32 %r1, [%r2];\n"
+                                " ret;\n}\n";
+    CHECK(dswa_ptx_shared_memory(quiet, sizeof quiet - 1, NULL, 0, &s) == 0 && s.static_bytes == 0 &&
+              s.dynamic_arrays == 0,
+          "comments and instructions: %llu\n", (unsigned long long)s.static_bytes);
+}
+
 /* Comments hide code; .shared sizes add up; the statement walker sees past .loc and labels. */
 static void test_comments_and_shared(void) {
     static const char text[] =
@@ -707,6 +802,7 @@ int main(void) {
     test_arch_rules();
     test_entries_and_errors();
     test_comments_and_shared();
+    test_shared_memory_counter();
     test_cut_and_comments();
     test_fuzz_regressions();
     if (ptxas)

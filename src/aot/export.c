@@ -313,7 +313,10 @@ static dswa_status export_kernel(int arch_idx, const dswa_kernel *kern, int32_t 
     }
     out->block[0] = DSWA_THREADS;
     out->block[1] = out->block[2] = 1;
-    out->shared_bytes = dswa_ptx_shared_bytes(b->ptx);
+    dswa_ptx_shared smem;
+    if (dswa_ptx_shared_memory(b->ptx, strlen(b->ptx), entry, strlen(entry), &smem))
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "the embedded PTX for sm_%d has no entry %s", sm, entry);
+    out->shared_bytes = smem.static_bytes > UINT32_MAX ? UINT32_MAX : (unsigned)smem.static_bytes;
     out->dynamic_shared_bytes = 0;
     _Static_assert(DSWA_TILE == 64, "grid.x below is written for 64-query blocks");
     out->grid[0] = "(N + 63) // 64";

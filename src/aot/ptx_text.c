@@ -1,6 +1,5 @@
 /* See ptx_text.h. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include "aot/ptx_text.h"
 
@@ -46,28 +45,4 @@ void dswa_ptx_version(const char *ptx, int *major, int *minor) {
     *major = *minor = 0;
     const char *v = dswa_ptx_directive(ptx, ".version");
     if (v) sscanf(strstr(v, ".version") + 8, " %d.%d", major, minor);
-}
-
-unsigned dswa_ptx_shared_bytes(const char *ptx) {
-    static const struct { const char *t; unsigned sz; } types[] = {
-        {".b8", 1}, {".u8", 1}, {".s8", 1}, {".b16", 2}, {".u16", 2}, {".s16", 2}, {".f16", 2},
-        {".b32", 4}, {".u32", 4}, {".s32", 4}, {".f32", 4}, {".b64", 8}, {".u64", 8}, {".s64", 8},
-        {".f64", 8}, {".b128", 16},
-    };
-    unsigned long long total = 0;
-    for (const char *l = ptx; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
-        while (*l == ' ' || *l == '\t') l++;
-        if (strncmp(l, ".shared", 7) != 0 || dswa_ptx_ident_char(l[7])) continue;
-        const char *e = strchr(l, ';'), *nl = strchr(l, '\n');
-        if (!e || (nl && nl < e)) continue;
-        unsigned long long elem = 0, count = 1;
-        for (size_t i = 0; i < sizeof types / sizeof types[0] && !elem; i++) {
-            const char *t = strstr(l, types[i].t);
-            if (t && t < e && !dswa_ptx_ident_char(t[strlen(types[i].t)])) elem = types[i].sz;
-        }
-        for (const char *b = strchr(l, '['); b && b < e; b = strchr(b + 1, '['))
-            count *= strtoull(b + 1, NULL, 10);
-        total += elem * count;
-    }
-    return total > 0xffffffffull ? 0xffffffffu : (unsigned)total;
 }

@@ -23,9 +23,6 @@ int dswa_ptx_in_comment(const char *text, const char *at);
 const char *dswa_ptx_directive(const char *ptx, const char *name);
 /* The module's .version as major.minor; 0 and 0 when it has none. */
 void dswa_ptx_version(const char *ptx, int *major, int *minor);
-/* Bytes of static shared memory the module declares (`.shared` variables; `.extern .shared` is
-   dynamic and not counted), saturated at 0xffffffff. */
-unsigned dswa_ptx_shared_bytes(const char *ptx);
 
 #ifdef __cplusplus
 }

@@ -12,92 +12,6 @@
 
 static ptx_fit_status pf_check_keep(pf_fit *F, ptx_fit_result *r);
 
-/* Size of one `.shared` declaration starting at the word `off`: adds static bytes to *bytes,
-   counts arrays declared without a size in *dyn (recording the first one's name). */
-static void pf_shared_decl(const char *c, size_t n, size_t off, uint64_t *bytes, int *dyn,
-                           pf_span *dyn_name) {
-    pf_lex L = {c, n, off};
-    pf_next(&L); /* .shared */
-    uint64_t elem = 0, vec = 1, count = 1;
-    int have_name = 0, unsized = 0, want_align = 0;
-    pf_span name = {0, 0};
-    for (;;) {
-        pf_tok t = pf_next(&L);
-        /* A declaration also ends where another could begin, so that the scans of the
-           declarations of a module never overlap: linear time on any text. */
-        int end = t.kind == PF_EOF || pf_punct(c, t, ';') || pf_punct(c, t, '{') ||
-            pf_punct(c, t, '}') || pf_punct(c, t, '=') || pf_is(c, t, ".shared") ||
-            pf_is(c, t, ".entry") || pf_is(c, t, ".func");
-        if (end || pf_punct(c, t, ',') ||
-            (t.kind == PF_WORD && have_name && pf_ident_start((unsigned char)c[t.s]))) {
-            if (have_name) {
-                if (unsized) {
-                    if (*dyn == 0) *dyn_name = name;
-                    if (*dyn < 0x7fffffff) (*dyn)++;
-                } else {
-                    *bytes = pf_add_sat(*bytes, pf_mul_sat(pf_mul_sat(elem, vec), count));
-                }
-            }
-            have_name = 0;
-            unsized = 0;
-            count = 1;
-            if (end) return;
-            if (t.kind != PF_WORD) continue;
-        }
-        if (t.kind == PF_PUNCT && c[t.s] == '[' && have_name) {
-            pf_tok d = pf_next(&L);
-            uint64_t v;
-            if (pf_punct(c, d, ']')) {
-                unsized = 1;
-                continue;
-            }
-            if (d.kind == PF_WORD && pf_u64(c + d.s, d.e - d.s, &v)) count = pf_mul_sat(count, v);
-            pf_lex save = L;
-            pf_tok cl = pf_next(&L);
-            if (!pf_punct(c, cl, ']')) L = save;
-            continue;
-        }
-        if (t.kind != PF_WORD) {
-            want_align = 0;
-            continue;
-        }
-        if (want_align) {
-            want_align = 0;
-            continue;
-        }
-        size_t k = t.e - t.s;
-        const char *w = c + t.s;
-        if (pf_is(c, t, ".align"))
-            want_align = 1;
-        else if (pf_is(c, t, ".v2"))
-            vec = 2;
-        else if (pf_is(c, t, ".v4"))
-            vec = 4;
-        else if (pf_is(c, t, ".v8"))
-            vec = 8;
-        else if (w[0] == '.' && k >= 3 &&
-                 (w[1] == 'b' || w[1] == 'u' || w[1] == 's' || w[1] == 'f')) {
-            uint64_t bits = 0; /* .b8 .u16 .s32 .f64 .b128 .f16x2 .bf16 */
-            size_t i = (w[1] == 'b' && w[2] == 'f') ? 3 : 2;
-            uint64_t mult = 1;
-            size_t j = i;
-            while (j < k && pf_digit((unsigned char)w[j])) j++;
-            if (j > i && j - i <= 3) {
-                for (size_t q = i; q < j; q++) bits = bits * 10 + (uint64_t)(w[q] - '0');
-                if (j + 2 == k && w[j] == 'x' && pf_digit((unsigned char)w[j + 1]))
-                    mult = (uint64_t)(w[j + 1] - '0');
-                else if (j != k)
-                    bits = 0;
-            }
-            if (bits % 8 == 0 && bits) elem = bits / 8 * mult;
-        } else if (pf_ident_start((unsigned char)w[0])) {
-            have_name = 1;
-            name.s = t.s;
-            name.e = t.e;
-        }
-    }
-}
-
 /* ---- instructions that need an architecture- or family-specific target --------------- */
 /* Checked with ptxas 13.0 on plain and suffixed targets: each of these assembles on the
    suffixed target and is rejected on the plain one. `comp` is a component of the dotted
@@ -379,23 +293,24 @@ ptx_fit_status pf_check_instructions(pf_fit *F, ptx_fit_result *r) {
     return PTX_FIT_OK;
 }
 
-/* Counts mma instructions and sums the entry's and the module's .shared declarations. */
-void pf_measure(const pf_module *m, const pf_func *f, ptx_fit_result *r,
-                       pf_span *dyn_name) {
+/* Counts mma instructions; the shared memory is the library's count (dswa_ptx_shared_memory). */
+void pf_measure(const pf_module *m, const pf_func *f, ptx_fit_result *r, pf_span *dyn_name) {
+    dswa_ptx_shared smem;
     r->mma = r->wgmma = 0;
-    r->shared_bytes = 0;
-    r->shared_dynamic = 0;
-    for (size_t i = 0; i < m->nsh; i++)
-        pf_shared_decl(m->c, m->n, m->sh[i], &r->shared_bytes, &r->shared_dynamic, dyn_name);
+    dswa_ptx_shared_memory(m->c, m->n, m->c + f->name.s, f->name.e - f->name.s, &smem);
+    r->shared_bytes = smem.static_bytes;
+    r->shared_dynamic = smem.dynamic_arrays;
+    if (smem.dynamic_arrays) {
+        dyn_name->s = smem.dynamic_name;
+        dyn_name->e = smem.dynamic_name + smem.dynamic_name_len;
+    }
     pf_stmts S;
     pf_tok t;
     pf_stmts_init(&S, m->c, f->body_s, f->body_e);
     while (pf_next_stmt(&S, &t)) {
         const char *w = m->c + t.s;
         size_t k = t.e - t.s;
-        if (pf_is(m->c, t, ".shared")) {
-            pf_shared_decl(m->c, f->body_e, t.s, &r->shared_bytes, &r->shared_dynamic, dyn_name);
-        } else if ((k == 3 || (k > 3 && w[3] == '.')) && memcmp(w, "mma", 3) == 0) {
+        if ((k == 3 || (k > 3 && w[3] == '.')) && memcmp(w, "mma", 3) == 0) {
             r->mma++; /* mma.sync, mma.sp ... */
         } else if (pf_has_comp(w, k, "wgmma", "mma_async") ||
                    pf_has_comp(w, k, "wgmma", "mma_async::sp")) {

@@ -114,15 +114,13 @@ typedef struct pf_module {
     size_t nf, capf;
     pf_param *p;
     size_t np, capp;
-    size_t *sh; /* module-scope `.shared` words */
-    size_t nsh, capsh;
     int have_version, have_target;
     pf_span version, target; /* the version number; the .target's sm_ word */
 } pf_module;
 
 /* PTX_FIT_OK, or PTX_FIT_BAD_INPUT naming the first byte that is not text. */
 ptx_fit_status pf_check_text(const char *in, size_t n, ptx_fit_result *r);
-/* Parses the module's structure: .version, .target, functions, module-scope .shared. */
+/* Parses the module's structure: .version, .target, functions. */
 ptx_fit_status pf_parse(pf_module *m, const char *in, size_t n, ptx_fit_result *r);
 void pf_module_free(pf_module *m);
 

@@ -1,7 +1,7 @@
 /* ptx_fit, stage 1: read. The bytes are checked to be text, a copy with comments and string
    contents blanked (same offsets, same line breaks) is what every later scan looks at, and
    the module's structure is parsed from it: .version, .target, functions with their
-   parameters and bodies, module-scope .shared. Every loop is iterative (brace nesting is a
+   parameters and bodies. Every loop is iterative (brace nesting is a
    counter, never recursion), buffers grow with overflow checks, every allocation is checked. */
 #include <errno.h>
 #include <stdio.h>
@@ -267,7 +267,6 @@ void pf_module_free(pf_module *m) {
     free(m->c);
     free(m->f);
     free(m->p);
-    free(m->sh);
     memset(m, 0, sizeof *m);
 }
 
@@ -443,7 +442,7 @@ static ptx_fit_status pf_function(pf_module *m, pf_lex *L, int is_entry, size_t 
     return PTX_FIT_OK;
 }
 
-/* Parses the module's structure: .version, .target, functions, module-scope .shared. */
+/* Parses the module's structure: .version, .target, functions. */
 ptx_fit_status pf_parse(pf_module *m, const char *in, size_t n,
                                     ptx_fit_result *r) {
     memset(m, 0, sizeof *m);
@@ -526,12 +525,6 @@ ptx_fit_status pf_parse(pf_module *m, const char *in, size_t n,
         } else if (pf_is(c, t, ".entry") || pf_is(c, t, ".func")) {
             st = pf_function(m, &L, pf_is(c, t, ".entry"), decl, t, r);
             if (st != PTX_FIT_OK) break;
-        } else if (pf_is(c, t, ".shared")) {
-            if (!pf_grow((void **)&m->sh, &m->capsh, m->nsh, sizeof *m->sh)) {
-                st = PF_NOMEM(r);
-                break;
-            }
-            m->sh[m->nsh++] = t.s;
         }
     }
     if (st == PTX_FIT_NO_MEMORY) return st;
