@@ -103,6 +103,15 @@ if command -v python3 >/dev/null; then
     commit=$(sed -n 's/^  "commit": "\(.*\)",$/\1/p' bench.json)
     run 0 python3 "$repo/bench/profiling/bench-table.py" bench.json &&
         head -n 1 out | grep -Fq "commit $commit" || fail "bench-table.py: $(head -n 1 out)"
+    # readme_table.py (a GPU run's table: the backend relabelled) takes the JSON's commit;
+    # --commit overrides it; without either it refuses
+    sed 's/^  "backend": "cpu",$/  "backend": "cuda",/' bench.json >gpu.json
+    run 0 python3 "$repo/bench/readme_table.py" gpu.json && grep -Fq "commit \`$commit\`" out ||
+        fail "readme_table.py: not commit $commit: $(grep -o 'commit [^,]*' out)"
+    run 0 python3 "$repo/bench/readme_table.py" gpu.json --commit 0123abc &&
+        grep -Fq 'commit `0123abc`' out || fail "readme_table.py --commit: $(grep -o 'commit [^,]*' out)"
+    grep -v '^  "commit": ' gpu.json >nocommit.json
+    run 1 python3 "$repo/bench/readme_table.py" nocommit.json && one_line "no commit"
 fi
 # bench's windows are read as check's and aot's (one parser, one message)
 run 2 "$dswa" bench --backend cpu --window -1 && one_line "--window: '-1' is not an integer from 0 to 2\\^31 - 1"
