@@ -33,14 +33,14 @@ commit=${COMMIT:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
 echo "commit $commit, building for sm_$arch"
 step "build"
 t=$(date +%s)
-make -s -j"$(nproc)" GPU_ARCH="$arch" all > "$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; echo "BUILD FAILED"; exit 1; }
+make -s -j"$(nproc)" GPU_ARCH="$arch" GIT_COMMIT="$commit" all > "$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; echo "BUILD FAILED"; exit 1; }
 grep -v '^ptxas warning' "$out/build.log" | tail -n 5
 note "build: $(secs "$t") s"
 
 if [ "$part" = all ] || [ "$part" = tests ]; then
     step "make test"
     t=$(date +%s)
-    if make -s GPU_ARCH="$arch" test > "$out/test.log" 2>&1; then r=ok; else r=FAILED; rc=1; fi
+    if make -s GPU_ARCH="$arch" GIT_COMMIT="$commit" test > "$out/test.log" 2>&1; then r=ok; else r=FAILED; rc=1; fi
     grep -E '^(PASS|FAIL|SKIP)|^tests:|^      ' "$out/test.log"
     note "make test: $r in $(secs "$t") s ($(grep '^tests:' "$out/test.log"))"
     tar czf "$out/test-logs.tgz" -C build test-logs 2>/dev/null
