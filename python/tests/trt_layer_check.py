@@ -18,18 +18,12 @@ sys.path[:0] = [HERE, os.path.dirname(HERE)]
 import numpy as np  # noqa: E402
 
 import trt_standin  # noqa: E402
+from _util import raises as expect  # noqa: E402
 
 SITE = sys.argv[1]
 ARCH = os.environ.get("DSWA_TEST_TRT_ARCH", "")     # default: the first target the library has
 
 
-def expect(exc, fragment, fn, *a, **kw):
-    try:
-        fn(*a, **kw)
-    except exc as e:
-        assert fragment in str(e), f"{fragment!r} not in {str(e)!r}"
-        return str(e)
-    raise AssertionError(f"no {exc.__name__} (expected one saying {fragment!r})")
 
 
 # ---- before TensorRT is importable: the messages for a missing / too old TensorRT ----------

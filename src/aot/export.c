@@ -388,11 +388,11 @@ dswa_status dswa_aot_kernel_for(const char *arch, const dswa_problem *p, dswa_ao
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "batch = %d, seq_len = %d: an empty problem launches no kernel",
                          p->batch, p->seq_len);
 #ifdef DSWA_HAVE_CUDA
-    dswa_kargs a;
-    if ((s = dswa_cuda_kargs(p, in, in, in, o, &a))) return s;
     /* Exactly what the library launches for this problem: the family follows the windows
        clamped to this N - 1 (dswa_aot_kernel_window picks for every N). */
-    const dswa_kernel *kern = dswa_kernel_pick(p->dtype, p->math, a.wl, a.wr); /* non-NULL: kargs checked */
+    dswa_kargs a;
+    const dswa_kernel *kern;
+    if ((s = dswa_cuda_kargs(p, in, in, in, o, &a, &kern))) return s;
     if ((s = export_kernel(idx, kern, p->window_left, p->window_right, out)))
         return finish(s, out);
     for (int i = 0; i < DSWA_KERNEL_ARG_COUNT; i++)

@@ -98,7 +98,8 @@ static dswa_status check_view(const char *name, const void *ptr, const dswa_layo
 }
 
 extern "C" dswa_status dswa_cuda_kargs(const dswa_problem *p, const void *q, const void *k,
-                                       const void *v, const void *out, dswa_kargs *a) {
+                                       const void *v, const void *out, dswa_kargs *a,
+                                       const dswa_kernel **kern) {
     dswa_status s;
     if (p->head_dim != DSWA_HEAD_DIM)
         return dswa_fail(DSWA_ERR_UNSUPPORTED, "head_dim = %d: the CUDA kernel implements "
@@ -122,7 +123,7 @@ extern "C" dswa_status dswa_cuda_kargs(const dswa_problem *p, const void *q, con
     /* A window wider than the sequence sees the same keys as one of N - 1. */
     a->wl = p->window_left < p->seq_len ? p->window_left : p->seq_len - 1;
     a->wr = p->window_right < p->seq_len ? p->window_right : p->seq_len - 1;
-    if (!dswa_kernel_pick(p->dtype, p->math, a->wl, a->wr))
+    if (!(*kern = dswa_kernel_pick(p->dtype, p->math, a->wl, a->wr)))
         return dswa_fail(DSWA_ERR_UNSUPPORTED, "math = fp32 with window_left + window_right = %d: "
                          "the fp32-accurate CUDA kernel takes windows up to %d keys in all "
                          "(DSWA_MATH_TF32 takes any)", a->wl + a->wr, DSWA_BAND_MAX_SPAN);
@@ -149,9 +150,9 @@ extern "C" dswa_status dswa_cuda_launch(const dswa_problem *p0, const void *q, c
     dswa_problem pz = *p0; /* the caller's problem is left as it is */
     zero_unit_strides(&pz);
     const dswa_problem *p = &pz;
-    dswa_status s = dswa_cuda_kargs(p, q, k, v, out, &a);
+    const dswa_kernel *kern;
+    dswa_status s = dswa_cuda_kargs(p, q, k, v, out, &a, &kern);
     if (s) return s;
-    const dswa_kernel *kern = dswa_kernel_pick(p->dtype, p->math, a.wl, a.wr); /* non-NULL: kargs checked */
     const int index = (int)(kern - dswa_kernels), n_band = dswa_band_kernel_count;
     const void *fn = index < n_band ? dswa_band_entry_function(index) : dswa_wide_entry_function(index - n_band);
     const dim3 grid((unsigned)((a.n + DSWA_TILE - 1) / DSWA_TILE), (unsigned)p->heads, (unsigned)p->batch);

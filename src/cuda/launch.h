@@ -4,16 +4,18 @@
 
 #include "dswa.h"
 #include "cuda/kernel_args.h"
+#include "cuda/kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* Checks what the CUDA kernels need beyond validation (head_dim, alignment, int32 ranges, the
-   fp32-accurate math's window limit) and fills the int32 extras as a launch passes them
-   (windows clamped to N - 1); a status with a message otherwise. */
+   fp32-accurate math's window limit), fills the int32 extras as a launch passes them
+   (windows clamped to N - 1) and sets *kern to the kernel dswa_kernel_pick chooses for them;
+   a status with a message otherwise. */
 dswa_status dswa_cuda_kargs(const dswa_problem *p, const void *q, const void *k, const void *v,
-                            const void *out, dswa_kargs *a);
+                            const void *out, dswa_kargs *a, const dswa_kernel **kern);
 
 /* The entry functions of each family, in the order of its X-list in kernels.h (defined beside
    the kernels, in kernel_band.cu and kernel_wide.cu). */
