@@ -173,10 +173,28 @@ dswa_status dswa_samel_validate(const dswa_samel_problem *p, const void *qkv, co
 /* Host memory. Allocates temporaries of 4*B*N*H*D elements (DSWA_ERR_OUT_OF_MEMORY if it
    cannot; nothing written). */
 dswa_status dswa_samel_forward_cpu(const dswa_samel_problem *p, const void *qkv, void *out);
-/* Validates, then returns DSWA_ERR_UNSUPPORTED: there is no CUDA kernel for the block yet
-   (nothing is written; the message says what to use instead). */
+/* Device memory (qkv, out, and the norms' gamma and beta); stream is a cudaStream_t. One
+   kernel launch, no allocation, no synchronisation: capturable in a CUDA graph. The kernel
+   (dswa_samel_kernel_name names it) is the band kernel with DyT and RoPE applied to each Q
+   and K tile in shared memory as it arrives, when window_left + window_right <= 48 and the
+   rotated dims fall on whole 16-byte chunks of one phase (rot_dims a multiple of 16 for f16
+   and bf16; a multiple of 8 up to 32 for f32: SAME-L's 32 is); otherwise a scalar kernel
+   that is exact for every valid problem but slow (about one warp per 16 queries, recomputing
+   each key's DyT and RoPE). Accuracy: DyT's tanh and RoPE's sin and cos use the GPU's
+   special-function unit (tanh within about 2^-11 relative, sin and cos within 2^-21
+   absolute after an exact argument reduction), so a 16-bit q or k may differ from the
+   reference's rounding by one unit in the last place; DSWA_MATH_FP32 computes tanh to fp32
+   accuracy. */
 dswa_status dswa_samel_forward_cuda(const dswa_samel_problem *p, const void *qkv, void *out,
                                     void *stream);
+/* The CUDA kernel entry dswa_samel_forward_cuda launches for *p (after the same checks, with
+   no pointer looked at: TensorRT's are 256-byte aligned), e.g. "dswa_samel_bf16" or
+   "dswa_samel_scalar_bf16"; NULL with a message when p is refused. A static string. */
+const char *dswa_samel_kernel_name(const dswa_samel_problem *p);
+/* Minimum device-memory traffic of one fused call, in bytes: the packed input (5 chunks of
+   B*N*H*D elements) read once and the output (B*N*H*D) written once (the norms' 4*D floats
+   are not counted). The bandwidth floor's numerator. */
+double dswa_samel_min_bytes(const dswa_samel_problem *p);
 
 /* ---- AOT export for TensorRT ------------------------------------------------------- */
 /* The CUDA kernels as TensorRT's AOT plugin path (tensorrt.plugin.aot_impl) wants them: PTX
@@ -208,11 +226,12 @@ typedef struct dswa_aot_param {
     int32_t value;             /* extras of dswa_aot_kernel_for: the value for its problem */
 } dswa_aot_param;
 
-#define DSWA_AOT_MAX_PARAMS 24
+#define DSWA_AOT_MAX_PARAMS 24   /* the op has 24 (3 + 20 + 1), the fused block 23 (5 + 17 + 1) */
 
 typedef struct dswa_aot_info {
     const char *kernel_name;   /* the PTX .entry, e.g. "dswa_fwd_bf16" */
-    const char *family;        /* "band" (window_left + window_right <= max_span) or "wide" (any) */
+    const char *family;        /* "band" (window_left + window_right <= max_span); "wide" (any
+                                  window) for the op, "scalar" (any window) for the fused block */
     int max_span;              /* band: the largest window_left + window_right it takes; wide: -1 */
     const char *target;        /* "sm_90": the plain .target written */
     const char *ptx;           /* the module: NUL-terminated PTX text, owned by this info */
@@ -225,7 +244,7 @@ typedef struct dswa_aot_info {
     dswa_math math;            /* f32: DSWA_MATH_TF32, or DSWA_MATH_FP32 (dswa_fwd_f32_fp32) */
     int head_dim;              /* 64: the only head_dim the kernels take */
     int32_t window_left, window_right; /* as asked for; -1 when the export is for any window */
-    int n_params, n_inputs, n_extras, n_outputs;  /* 24 = 3 + 20 + 1 */
+    int n_params, n_inputs, n_extras, n_outputs;  /* op 24 = 3 + 20 + 1; samel 23 = 5 + 17 + 1 */
     dswa_aot_param params[DSWA_AOT_MAX_PARAMS];   /* in launch order */
     unsigned block[3];                  /* threads per block: 128, 1, 1 */
     unsigned shared_bytes;              /* static shared memory the PTX declares (<= 48 KB) */
@@ -234,6 +253,8 @@ typedef struct dswa_aot_info {
                                   one block per 64 queries of one head and batch */
     int has_problem;           /* 1 after dswa_aot_kernel_for: values and grid_dims are filled */
     unsigned grid_dims[3];     /* the grid for that problem */
+    const char *op;            /* "diff_swa" (dswa_aot_kernel*) or "samel" (dswa_aot_samel_*) */
+    int32_t rot_dims;          /* samel: as asked for; the op: 0 */
 } dswa_aot_info;
 
 /* The kernel for any window (the wide family), for `arch` ("sm_80" ... "sm_120"; "90" also
@@ -260,6 +281,22 @@ dswa_status dswa_aot_kernel_for(const char *arch, const dswa_problem *p, dswa_ao
    the instructions allow, or above the version the kernels were compiled with. */
 dswa_status dswa_aot_set_ptx_isa(dswa_aot_info *info, const char *isa);
 void dswa_aot_info_free(dswa_aot_info *info);
+
+/* The fused SAME-L kernel (dswa_samel_forward_cuda) for TensorRT's AOT path: inputs qkv
+   (B, N, 5*H*D), q_gamma, q_beta, k_gamma, k_beta (D floats each); 17 int32 extras (the
+   windows, scale, lambda, the packed input's and the output's strides, rot_dims, the RoPE
+   base's float bits, pos_offset, both alphas' float bits); the output (B, N, H*D). Same
+   grid and block as the op's kernels. info->op is "samel"; formulas may also name the
+   attributes scale, lambda, ROT (rot_dims), base, POS (pos_offset), q_alpha and k_alpha.
+   The kernel depends on the windows and rot_dims (band or scalar, as dswa_samel_kernel_name
+   says): dswa_aot_samel_kernel picks it for these windows whenever N > max(window_left,
+   window_right); dswa_aot_samel_kernel_for is exactly what dswa_samel_forward_cuda launches
+   for *p, with every extra's value and the grid filled in. Errors as dswa_aot_kernel's. */
+dswa_status dswa_aot_samel_kernel(const char *arch, dswa_dtype dtype, dswa_math math,
+                                  int32_t window_left, int32_t window_right, int32_t rot_dims,
+                                  dswa_aot_info *out);
+dswa_status dswa_aot_samel_kernel_for(const char *arch, const dswa_samel_problem *p,
+                                      dswa_aot_info *out);
 /* The PTX ISA version that introduced the plain target sm_<sm> (sm = 90 for sm_90), the
    lowest `.version` a module for it may carry: 0 with *major, *minor set (either may be NULL),
    or -1 for a target not in its table (src/aot/ptx_isa.c: sm_70 to sm_121). Unlike the

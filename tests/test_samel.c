@@ -2,7 +2,8 @@
    reference (tests/lib/samel_ref64.c) on fresh random inputs (the seed is printed;
    DSWA_TEST_SEED=N repeats a run), with poisoned outputs in poisoned guard zones; the reference
    itself against values worked out by hand; NaN and inf; every refusal (the field named,
-   nothing written); and the CUDA entry's answer, which needs no GPU. */
+   nothing written); the CUDA entry's answers that need no GPU (the kernel it picks; without a
+   device, its refusal). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -504,12 +505,54 @@ static void test_api(void) {
         p = dswa_samel_problem_default(e ? 2 : 0, e ? 0 : 5, 3);
         CHECK(dswa_samel_validate(&p, NULL, NULL) == DSWA_OK, "empty %d: validate: %s", e, dswa_last_error());
         CHECK(dswa_samel_forward_cpu(&p, NULL, NULL) == DSWA_OK, "empty %d: cpu: %s", e, dswa_last_error());
-        CHECK(dswa_samel_forward_cuda(&p, NULL, NULL, NULL) == DSWA_ERR_UNSUPPORTED,
-              "empty %d: cuda should say unsupported", e);
+        const dswa_status want = dswa_cuda_available() ? DSWA_OK : DSWA_ERR_NO_DEVICE;
+        CHECK(dswa_samel_forward_cuda(&p, NULL, NULL, NULL) == want,
+              "empty %d: cuda should say %d: %s", e, (int)want, dswa_last_error());
     }
 
-    /* a valid problem: validate says OK, CUDA says there is no kernel and writes nothing */
+    /* The kernel's name needs no device: SAME-L's problem takes the band kernel, a window
+       span over 48 or a rot_dims off the chunks the scalar one, a refused problem none. */
+    p = dswa_samel_problem_default(1, 300, 24);
+    static const char *const band[3] = {"dswa_samel_f32_tf32", "dswa_samel_f16", "dswa_samel_bf16"};
+    static const char *const scalar[3] = {"dswa_samel_scalar_f32", "dswa_samel_scalar_f16",
+                                          "dswa_samel_scalar_bf16"};
     for (int t = 0; t < 3; t++) {
+        dswa_samel_problem q = p;
+        q.dtype = all_dtypes[t];
+        const char *k = dswa_samel_kernel_name(&q);
+        CHECK(k && !strcmp(k, band[t]), "kernel name %s: %s", band[t], k ? k : dswa_last_error());
+        q.window_left = 40;
+        k = dswa_samel_kernel_name(&q);
+        CHECK(k && !strcmp(k, scalar[t]), "kernel name %s: %s", scalar[t], k ? k : dswa_last_error());
+        q.window_left = 17;
+        q.rot_dims = t == 0 ? 40 : 24;
+        k = dswa_samel_kernel_name(&q);
+        CHECK(k && !strcmp(k, scalar[t]), "kernel name rot %d: %s", q.rot_dims, k ? k : dswa_last_error());
+        q.seq_len = 20; /* windows clamped to N - 1 = 19: span 38, band again */
+        q.rot_dims = 32;
+        q.window_left = q.window_right = 100;
+        k = dswa_samel_kernel_name(&q);
+        CHECK(k && !strcmp(k, band[t]), "kernel name clamped: %s", k ? k : dswa_last_error());
+    }
+    p.math = DSWA_MATH_FP32;
+    CHECK(dswa_samel_kernel_name(&p) && !strcmp(dswa_samel_kernel_name(&p), "dswa_samel_f32_fp32"),
+          "kernel name fp32");
+    p.head_dim = 32;
+    p.qkv.head = 32; p.qkv.chunk = 24 * 32; p.qkv.seq = 5 * 24 * 32; p.qkv.batch = 300 * p.qkv.seq;
+    p.out.head = 32; p.out.seq = 24 * 32; p.out.batch = 300 * p.out.seq;
+    p.rot_dims = 16;
+    CHECK(dswa_samel_kernel_name(&p) == NULL && strstr(dswa_last_error(), "head_dim = 32"),
+          "kernel name head_dim 32: %s", dswa_last_error());
+    p = dswa_samel_problem_default(1, 300, 24);
+    p.rot_dims = 3;
+    CHECK(dswa_samel_kernel_name(&p) == NULL && strstr(dswa_last_error(), "rot_dims = 3"),
+          "kernel name rot_dims 3: %s", dswa_last_error());
+    CHECK(dswa_samel_kernel_name(NULL) == NULL && strstr(dswa_last_error(), "problem = NULL"),
+          "kernel name NULL: %s", dswa_last_error());
+
+    /* a valid problem without a device: NO_DEVICE and nothing written (with one, test_cuda_samel
+       checks the results) */
+    for (int t = 0; t < 3 && !dswa_cuda_available(); t++) {
         p = dswa_samel_problem_default(1, 33, 2);
         p.dtype = all_dtypes[t];
         weights w = weights_new(&p);
@@ -518,11 +561,7 @@ static void test_api(void) {
         tu_outbuf o = tu_outbuf_new(&v);
         CHECK(dswa_samel_validate(&p, x, o.out) == DSWA_OK, "validate: %s", dswa_last_error());
         const dswa_status s = dswa_samel_forward_cuda(&p, x, o.out, NULL);
-        CHECK(s == DSWA_ERR_UNSUPPORTED, "cuda entry: status %d", (int)s);
-        CHECK(strcmp(dswa_last_error(),
-                     "the fused SAME-L block has no CUDA kernel yet: use dswa_samel_forward_cpu, "
-                     "or DyT + RoPE then dswa_forward_cuda") == 0,
-              "cuda entry message: %s", dswa_last_error());
+        CHECK(s == DSWA_ERR_NO_DEVICE, "cuda entry: status %d", (int)s);
         CHECK(tu_outbuf_untouched(&o), "cuda entry wrote its output");
         tu_outbuf_free(&o);
         tu_free(x);

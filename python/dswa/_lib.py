@@ -33,6 +33,25 @@ class Problem(_c.Structure):                   # dswa_problem
                 ("q", Layout), ("k", Layout), ("v", Layout), ("out", Layout)]
 
 
+class SamelLayout(_c.Structure):               # dswa_samel_layout: [batch, seq, chunk, head, dim]
+    _fields_ = [(n, _c.c_int64) for n in ("batch", "seq", "chunk", "head", "dim")]
+
+
+class SamelNorm(_c.Structure):                 # dswa_samel_norm (gamma, beta: D floats each)
+    _fields_ = [("alpha", _c.c_float), ("gamma", _c.c_void_p), ("beta", _c.c_void_p)]
+
+
+class SamelProblem(_c.Structure):              # dswa_samel_problem
+    _fields_ = [("batch", _c.c_int32), ("seq_len", _c.c_int32),
+                ("heads", _c.c_int32), ("head_dim", _c.c_int32),
+                ("window_left", _c.c_int32), ("window_right", _c.c_int32),
+                ("scale", _c.c_float), ("lambda_", _c.c_float),
+                ("dtype", _c.c_int), ("math", _c.c_int),
+                ("qkv", SamelLayout), ("out", Layout),
+                ("rot_dims", _c.c_int32), ("rope_base", _c.c_float), ("pos_offset", _c.c_int32),
+                ("q_norm", SamelNorm), ("k_norm", SamelNorm)]
+
+
 class AotParam(_c.Structure):                  # dswa_aot_param
     _fields_ = [("name", _c.c_char_p), ("kind", _c.c_int), ("meaning", _c.c_char_p),
                 ("expr", _c.c_char_p), ("expr_shared_v", _c.c_char_p), ("value", _c.c_int32)]
@@ -51,7 +70,8 @@ class AotInfo(_c.Structure):                   # dswa_aot_info
                 ("n_outputs", _c.c_int), ("params", AotParam * 24),
                 ("block", _c.c_uint * 3), ("shared_bytes", _c.c_uint),
                 ("dynamic_shared_bytes", _c.c_uint), ("grid", _c.c_char_p * 3),
-                ("has_problem", _c.c_int), ("grid_dims", _c.c_uint * 3)]
+                ("has_problem", _c.c_int), ("grid_dims", _c.c_uint * 3),
+                ("op", _c.c_char_p), ("rot_dims", _c.c_int32)]
 
 
 class LibraryNotFound(RuntimeError):
@@ -75,7 +95,7 @@ def library_path():
 
 
 _lib = None
-_P, _vp = _c.POINTER(Problem), _c.c_void_p
+_P, _SP, _vp = _c.POINTER(Problem), _c.POINTER(SamelProblem), _c.c_void_p
 _SIGNATURES = [
     ("dswa_forward_cuda", _c.c_int, [_P, _vp, _vp, _vp, _vp, _vp]),
     ("dswa_forward_cpu", _c.c_int, [_P, _vp, _vp, _vp, _vp]),
@@ -93,6 +113,15 @@ _SIGNATURES = [
      [_c.c_char_p, _c.c_int, _c.c_int, _c.c_int32, _c.c_int32, _c.POINTER(AotInfo)]),
     ("dswa_aot_kernel_for", _c.c_int, [_c.c_char_p, _P, _c.POINTER(AotInfo)]),
     ("dswa_aot_info_free", None, [_c.POINTER(AotInfo)]),
+    ("dswa_samel_problem_default", SamelProblem, [_c.c_int32] * 3),
+    ("dswa_samel_validate", _c.c_int, [_SP, _vp, _vp]),
+    ("dswa_samel_forward_cpu", _c.c_int, [_SP, _vp, _vp]),
+    ("dswa_samel_forward_cuda", _c.c_int, [_SP, _vp, _vp, _vp]),
+    ("dswa_samel_kernel_name", _c.c_char_p, [_SP]),
+    ("dswa_samel_min_bytes", _c.c_double, [_SP]),
+    ("dswa_aot_samel_kernel", _c.c_int,
+     [_c.c_char_p, _c.c_int, _c.c_int, _c.c_int32, _c.c_int32, _c.c_int32, _c.POINTER(AotInfo)]),
+    ("dswa_aot_samel_kernel_for", _c.c_int, [_c.c_char_p, _SP, _c.POINTER(AotInfo)]),
     ("dswa_view_span", _c.c_int64, [_P, _c.POINTER(Layout), _c.c_int]),
 ]
 
@@ -178,6 +207,7 @@ class AotKernel:
         self.ptx_isa = (info.ptx_isa_major, info.ptx_isa_minor)
         self.dtype, self.math, self.head_dim = info.dtype, info.math, info.head_dim
         self.window_left, self.window_right = info.window_left, info.window_right
+        self.op, self.rot_dims = s(info.op), info.rot_dims
         has_problem, grid_dims = info.has_problem, tuple(info.grid_dims)
         kinds = ("input", "extra", "output")
         self.params = [KernelParam(name=s(x.name), kind=kinds[x.kind], meaning=s(x.meaning),
@@ -289,3 +319,16 @@ def aot_kernel_for(arch, problem):
     """Exactly the kernel dswa_forward_cuda launches for `problem`, with every extra's value
     and the grid filled in: dswa_aot_kernel_for."""
     return _export("dswa_aot_kernel_for", _arch(arch), _c.byref(problem))
+
+
+def aot_samel_kernel(arch, dtype, window_left, window_right, rot_dims, math="default"):
+    """The fused SAME-L kernel the library launches for these windows and rot_dims:
+    dswa_aot_samel_kernel."""
+    return _export("dswa_aot_samel_kernel", _arch(arch), dtype, MATH[math],
+                   window_left, window_right, rot_dims)
+
+
+def aot_samel_kernel_for(arch, problem):
+    """Exactly the fused kernel dswa_samel_forward_cuda launches for `problem` (a
+    SamelProblem), values and grid filled in: dswa_aot_samel_kernel_for."""
+    return _export("dswa_aot_samel_kernel_for", _arch(arch), _c.byref(problem))

@@ -443,3 +443,16 @@ dswa_status dswa_aot_set_ptx_isa(dswa_aot_info *info, const char *isa) {
     return no_cuda();
 #endif
 }
+
+/* ---- the fused SAME-L kernel --------------------------------------------------------------- */
+
+dswa_status dswa_aot_samel_kernel(const char *arch, dswa_dtype dtype, dswa_math math, int32_t window_left,
+                                  int32_t window_right, int32_t rot_dims, dswa_aot_info *out) {
+    if (out) memset(out, 0, sizeof *out);
+    return dswa_fail(DSWA_ERR_UNSUPPORTED, "the fused SAME-L kernel's AOT export is not written yet");
+}
+
+dswa_status dswa_aot_samel_kernel_for(const char *arch, const dswa_samel_problem *p, dswa_aot_info *out) {
+    if (out) memset(out, 0, sizeof *out);
+    return dswa_fail(DSWA_ERR_UNSUPPORTED, "the fused SAME-L kernel's AOT export is not written yet");
+}

@@ -22,6 +22,9 @@ dswa_status dswa_validate_inputs(const dswa_problem *p, const void *q, const voi
    src/cuda/absent.c. Called only after dswa_validate succeeded and the problem is non-empty. */
 dswa_status dswa_cuda_launch(const dswa_problem *p, const void *q, const void *k,
                              const void *v, void *out, void *stream);
+/* The fused SAME-L block's CUDA backend; same precondition (dswa_samel_validate). */
+dswa_status dswa_cuda_samel_launch(const dswa_samel_problem *p, const void *qkv, void *out,
+                                   void *stream);
 /* 1 when a device of compute capability 8.0 or newer is current; else 0 with a message. */
 int dswa_cuda_probe(void);
 

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include "core/internal.h"
 #include "core/samel.h"
+#include "cuda/kernels.h"
 
 dswa_samel_problem dswa_samel_problem_default(int32_t batch, int32_t seq_len, int32_t heads) {
     dswa_samel_problem p;
@@ -178,10 +179,33 @@ dswa_status dswa_samel_forward_cpu(const dswa_samel_problem *p, const void *qkv,
 
 dswa_status dswa_samel_forward_cuda(const dswa_samel_problem *p, const void *qkv, void *out,
                                     void *stream) {
-    (void)stream;
     dswa_status s = dswa_samel_validate(p, qkv, out);
     if (s != DSWA_OK) return s;
-    return dswa_fail(DSWA_ERR_UNSUPPORTED,
-                     "the fused SAME-L block has no CUDA kernel yet: use dswa_samel_forward_cpu, "
-                     "or DyT + RoPE then dswa_forward_cuda");
+    if (!dswa_cuda_probe()) return DSWA_ERR_NO_DEVICE;  /* dswa_cuda_probe recorded why */
+    if (p->batch == 0 || p->seq_len == 0) return DSWA_OK;
+    return dswa_cuda_samel_launch(p, qkv, out, stream);
+}
+
+const char *dswa_samel_kernel_name(const dswa_samel_problem *p) {
+    if (!p) {
+        (void)dswa_samel_validate(p, NULL, NULL);
+        return NULL;
+    }
+    dswa_samel_problem f = *p; /* the fields only: an empty problem's pointers are not read */
+    if (f.batch > 0) f.batch = 0;
+    if (dswa_samel_validate(&f, NULL, NULL)) return NULL;
+    if (p->head_dim != DSWA_HEAD_DIM) {
+        dswa_fail(DSWA_ERR_UNSUPPORTED, "head_dim = %d: the CUDA kernels implement head_dim %d only",
+                  p->head_dim, DSWA_HEAD_DIM);
+        return NULL;
+    }
+    const int32_t n1 = p->seq_len > 0 ? p->seq_len - 1 : 0;
+    const dswa_kernel *k = dswa_samel_kernel_pick(p->dtype, p->math, p->window_left < n1 ? p->window_left : n1,
+                                                  p->window_right < n1 ? p->window_right : n1, p->rot_dims);
+    return k ? k->entry : NULL;
+}
+
+double dswa_samel_min_bytes(const dswa_samel_problem *p) {
+    const double units = (double)p->batch * p->seq_len * p->heads * p->head_dim;
+    return units * (double)dswa_dtype_size(p->dtype) * (5.0 + 1.0);
 }

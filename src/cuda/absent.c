@@ -11,3 +11,8 @@ dswa_status dswa_cuda_launch(const dswa_problem *p, const void *q, const void *k
                              const void *v, void *out, void *stream) {
     return dswa_fail(DSWA_ERR_NO_DEVICE, "dswa was built without CUDA (nvcc was not found at build time)");
 }
+
+dswa_status dswa_cuda_samel_launch(const dswa_samel_problem *p, const void *qkv, void *out,
+                                   void *stream) {
+    return dswa_fail(DSWA_ERR_NO_DEVICE, "dswa was built without CUDA (nvcc was not found at build time)");
+}

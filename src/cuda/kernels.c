@@ -19,3 +19,29 @@ const dswa_kernel *dswa_kernel_pick(dswa_dtype dtype, dswa_math math, int32_t wl
             return &dswa_kernels[i];
     return NULL;
 }
+
+#define DSWA_SCALAR_ROW_(entry, dtype, math, T, blocks) {#entry, "scalar", dtype, math, blocks, -1},
+const dswa_kernel dswa_samel_kernels[] = {DSWA_SAMEL_BAND_KERNELS(DSWA_BAND_ROW_)
+                                          DSWA_SAMEL_SCALAR_KERNELS(DSWA_SCALAR_ROW_)};
+const int dswa_samel_kernel_count = (int)(sizeof dswa_samel_kernels / sizeof dswa_samel_kernels[0]);
+const int dswa_samel_band_kernel_count = 0 DSWA_SAMEL_BAND_KERNELS(DSWA_ONE_);
+
+int dswa_samel_band_rot_ok(dswa_dtype dtype, int32_t rot_dims) {
+    const int chunk = 16 / (int)dswa_dtype_size(dtype);      /* elements of a 16-byte chunk */
+    const int phase = dtype == DSWA_F32 ? DSWA_HEAD_DIM / 2 : DSWA_HEAD_DIM;
+    return rot_dims >= 0 && rot_dims % (2 * chunk) == 0 && rot_dims <= phase;
+}
+
+const dswa_kernel *dswa_samel_kernel_pick(dswa_dtype dtype, dswa_math math, int32_t wl, int32_t wr,
+                                          int32_t rot_dims) {
+    if (dswa_dtype_size(dtype) == 0) return NULL;
+    const dswa_math m = dtype != DSWA_F32 ? DSWA_MATH_DEFAULT
+                        : math == DSWA_MATH_FP32 ? DSWA_MATH_FP32 : DSWA_MATH_TF32;
+    const int band = wl >= 0 && wr >= 0 && (int64_t)wl + wr <= DSWA_BAND_MAX_SPAN &&
+                     dswa_samel_band_rot_ok(dtype, rot_dims);
+    for (int i = 0; i < dswa_samel_kernel_count; i++) {
+        const dswa_kernel *k = &dswa_samel_kernels[i];
+        if (k->dtype == dtype && (k->max_span >= 0) == band && (!band || k->math == m)) return k;
+    }
+    return NULL;
+}

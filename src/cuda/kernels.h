@@ -36,13 +36,27 @@ extern "C" {
     X(dswa_fwd_wide_f16, DSWA_F16, DSWA_MATH_DEFAULT, __half, 1)            \
     X(dswa_fwd_wide_bf16, DSWA_BF16, DSWA_MATH_DEFAULT, __nv_bfloat16, 1)
 
+/* The fused SAME-L block's kernels (dswa_samel_forward_cuda). Its band entries are the band
+   kernel with DyT and RoPE applied to each Q and K phase in shared memory (kernel_band.cu);
+   its scalar entries (kernel_samel_scalar.cu) take every valid problem, one warp per 16
+   queries, exact in fp32 whatever the math (so one f32 entry serves both). */
+#define DSWA_SAMEL_BAND_KERNELS(X)                                          \
+    X(dswa_samel_f32_tf32, DSWA_F32, DSWA_MATH_TF32, float, 4)              \
+    X(dswa_samel_f32_fp32, DSWA_F32, DSWA_MATH_FP32, float, 3)              \
+    X(dswa_samel_f16, DSWA_F16, DSWA_MATH_DEFAULT, __half, 4)               \
+    X(dswa_samel_bf16, DSWA_BF16, DSWA_MATH_DEFAULT, __nv_bfloat16, 4)
+#define DSWA_SAMEL_SCALAR_KERNELS(X)                                        \
+    X(dswa_samel_scalar_f32, DSWA_F32, DSWA_MATH_DEFAULT, float, 1)         \
+    X(dswa_samel_scalar_f16, DSWA_F16, DSWA_MATH_DEFAULT, __half, 1)        \
+    X(dswa_samel_scalar_bf16, DSWA_BF16, DSWA_MATH_DEFAULT, __nv_bfloat16, 1)
+
 typedef struct dswa_kernel {
     const char *entry;    /* the PTX .entry and C name, e.g. "dswa_fwd_bf16" */
     const char *family;   /* "band" or "wide" */
     dswa_dtype dtype;
     dswa_math math;       /* f32: DSWA_MATH_TF32 or DSWA_MATH_FP32; 16-bit: DSWA_MATH_DEFAULT */
     int blocks_per_sm;
-    int max_span;         /* band: DSWA_BAND_MAX_SPAN; wide: -1 (any) */
+    int max_span;         /* band: DSWA_BAND_MAX_SPAN; wide, scalar: -1 (any) */
 } dswa_kernel;
 
 /* In registry order: the band entries, then the wide ones, each in its X-list's order. */
@@ -55,6 +69,20 @@ extern const int dswa_band_kernel_count; /* the first this many rows are the ban
    family when wl + wr <= DSWA_BAND_MAX_SPAN, else the wide one; NULL when none exists (the
    fp32-accurate math is band-only) or the dtype is unknown. */
 const dswa_kernel *dswa_kernel_pick(dswa_dtype dtype, dswa_math math, int32_t wl, int32_t wr);
+
+/* The fused block's registry: the band entries, then the scalar ones. */
+extern const dswa_kernel dswa_samel_kernels[];
+extern const int dswa_samel_kernel_count;
+extern const int dswa_samel_band_kernel_count;
+
+/* The fused block's band kernel transforms whole 16-byte chunks of one phase (a 64-dim row of
+   16-bit, a 32-dim half row of f32), and RoPE pairs dim j with j + rot_dims/2: so it takes
+   rot_dims that are multiples of two chunks, within the first phase for f32. */
+int dswa_samel_band_rot_ok(dswa_dtype dtype, int32_t rot_dims);
+/* The band entry when wl + wr <= DSWA_BAND_MAX_SPAN (both >= 0; both < 0: any window, so
+   never) and dswa_samel_band_rot_ok, else the scalar one; NULL for an unknown dtype. */
+const dswa_kernel *dswa_samel_kernel_pick(dswa_dtype dtype, dswa_math math, int32_t wl, int32_t wr,
+                                          int32_t rot_dims);
 
 #ifdef __cplusplus
 }

@@ -163,3 +163,8 @@ extern "C" dswa_status dswa_cuda_launch(const dswa_problem *p0, const void *q, c
         return dswa_fail(DSWA_ERR_CUDA, "launch of %s failed: %s", kern->entry, cudaGetErrorString(e));
     return DSWA_OK;
 }
+
+extern "C" dswa_status dswa_cuda_samel_launch(const dswa_samel_problem *p, const void *qkv, void *out,
+                                              void *stream) {
+    return dswa_fail(DSWA_ERR_UNSUPPORTED, "the fused SAME-L CUDA kernel is not built yet");
+}
