@@ -87,24 +87,43 @@ def _short(x):
     return repr(x)
 
 
+def _check_int(name, x):
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise ValueError(f"dswa.trt: {name} = {x!r}: must be an int")
+    if not -2 ** 31 <= x < 2 ** 31:
+        raise ValueError(f"dswa.trt: {name} = {x}: must fit in int32")
+    return x
+
+
+def _check_number(name, x, none_ok=False):
+    """x as the fp32 value it will be (None stays None where none_ok)."""
+    if x is None and none_ok:
+        return None
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise ValueError(f"dswa.trt: {name} = {x!r}: must be a number")
+    return _f32(float(x))
+
+
+def _check_math(math):
+    if math not in _lib.MATH:
+        raise ValueError(f"dswa.trt: math = {math!r}: expected one of {', '.join(_lib.MATH)}")
+    return math
+
+
+def _windows(window, window_left, window_right):
+    wl = window if window_left is None else window_left
+    wr = window if window_right is None else window_right
+    return _check_int("window_left", wl), _check_int("window_right", wr)
+
+
 def config(window=17, *, window_left=None, window_right=None, scale=None, lam=1.0,
            math="default"):
     """The op's settings, checked by the library (dswa_validate: its messages): keys
     i - window_left .. i + window_right (each defaults to window), scale (None: 1/sqrt(D)),
     lam (weight of pair 1), math ("default", "tf32", "fp32")."""
-    wl = window if window_left is None else window_left
-    wr = window if window_right is None else window_right
-    for name, x in (("window_left", wl), ("window_right", wr)):
-        if isinstance(x, bool) or not isinstance(x, int):
-            raise ValueError(f"dswa.trt: {name} = {x!r}: must be an int")
-        if not -2 ** 31 <= x < 2 ** 31:
-            raise ValueError(f"dswa.trt: {name} = {x}: must fit in int32")
-    for name, x in (("scale", scale), ("lam", lam)):
-        if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float))):
-            raise ValueError(f"dswa.trt: {name} = {x!r}: must be a number")
-    if math not in _lib.MATH:
-        raise ValueError(f"dswa.trt: math = {math!r}: expected one of {', '.join(_lib.MATH)}")
-    c = Config(wl, wr, None if scale is None else _f32(float(scale)), _f32(float(lam)), math)
+    wl, wr = _windows(window, window_left, window_right)
+    c = Config(wl, wr, _check_number("scale", scale, none_ok=True), _check_number("lam", lam),
+               _check_math(math))
     p = _lib.lib().dswa_problem_default(1, 1, 1, 64, 0)
     p.window_left, p.window_right = wl, wr
     p.scale, p.lambda_ = 1.0 if c.scale is None else c.scale, c.lam
@@ -113,13 +132,18 @@ def config(window=17, *, window_left=None, window_right=None, scale=None, lam=1.
     return c
 
 
-def parse(text):
-    """The Config in a `config` attribute (str(Config)); ValueError naming what is wrong."""
+def _fields(text, want):
+    """{key: value} of a `config` attribute "k1=v1;k2=v2;..." with exactly the keys `want`."""
     fields = dict(kv.split("=", 1) for kv in text.split(";") if "=" in kv)
-    want = ("window_left", "window_right", "scale", "lambda", "math")
     if sorted(fields) != sorted(want) or len(text.split(";")) != len(want):
         raise ValueError(f"dswa.trt: config = {text!r}: expected "
-                         f"{';'.join(k + '=...' for k in want)} (dswa.trt.attrs() writes it)")
+                         f"{';'.join(k + '=...' for k in want)} (dswa.trt writes it)")
+    return fields
+
+
+def parse(text):
+    """The Config in a `config` attribute (str(Config)); ValueError naming what is wrong."""
+    fields = _fields(text, ("window_left", "window_right", "scale", "lambda", "math"))
     try:
         wl, wr = int(fields["window_left"]), int(fields["window_right"])
         sc = None if fields["scale"] == "default" else float(fields["scale"])
@@ -256,6 +280,38 @@ def _unregister(trtp, plugin_id):
         delattr(space, name)
 
 
+def _already(plugin_id, key):
+    """True when plugin_id is registered with exactly `key` (nothing to do); refused when it is
+    registered otherwise."""
+    if plugin_id not in _registered:
+        return False
+    if _registered[plugin_id] != key:
+        raise ValueError(f"dswa.trt: {plugin_id} is already registered with other settings "
+                         f"({_registered[plugin_id]}; now {key})")
+    return True
+
+
+def _probe_arch(arch):
+    """The target to check a registration against: arch, $DSWA_TRT_ARCH, else any exported."""
+    return arch or os.environ.get("DSWA_TRT_ARCH") and device_arch() or _some_arch()
+
+
+def _register_all(trtp, plugin_id, impl, key, desc, jit, make_aot, autotune):
+    """All of plugin_id's decorators, the JIT `impl` first (TensorRT < 10.9 has no aot_impl,
+    checked before), or none of them: a failure undoes what was done."""
+    try:
+        trtp.register(plugin_id)(desc)
+        if impl != "aot":
+            trtp.impl(plugin_id)(jit)
+        if impl != "jit":
+            trtp.aot_impl(plugin_id)(make_aot())
+        trtp.autotune(plugin_id)(autotune)
+    except BaseException:
+        _unregister(trtp, plugin_id)
+        raise
+    _registered[plugin_id] = key
+
+
 def _fixed(d):
     return None if d.is_fake or not d.is_constant else d.constant_value()
 
@@ -287,15 +343,12 @@ def register(plugin_id=PLUGIN_ID, window=17, *, window_left=None, window_right=N
     cfg = config(window, window_left=window_left, window_right=window_right, scale=scale,
                  lam=lam, math=math)
     key = (cfg, arch, impl)
-    if plugin_id in _registered:
-        if _registered[plugin_id] != key:
-            raise ValueError(f"dswa.trt: {plugin_id} is already registered with other settings "
-                             f"({_registered[plugin_id]}; now {key})")
+    if _already(plugin_id, key):
         return
     trt, trtp = _tensorrt(impl)
     wl, wr = cfg.window_left, cfg.window_right
     if impl != "jit":        # what the library would refuse at build time, refused now
-        probe = arch or os.environ.get("DSWA_TRT_ARCH") and device_arch() or _some_arch()
+        probe = _probe_arch(arch)
         for dt in DTYPES.values():
             _kernel(probe, dt, wl, wr, math)
 
@@ -434,14 +487,4 @@ def register(plugin_id=PLUGIN_ID, window=17, *, window_left=None, window_right=N
             return kernel.name, kernel.ptx, launch, extra
         return aot
 
-    try:
-        trtp.register(plugin_id)(desc)
-        if impl != "aot":
-            trtp.impl(plugin_id)(jit)
-        if impl != "jit":
-            trtp.aot_impl(plugin_id)(make_aot())
-        trtp.autotune(plugin_id)(autotune)
-    except BaseException:
-        _unregister(trtp, plugin_id)
-        raise
-    _registered[plugin_id] = key
+    _register_all(trtp, plugin_id, impl, key, desc, jit, make_aot, autotune)
