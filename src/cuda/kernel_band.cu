@@ -51,6 +51,7 @@
 
 #include "cuda/launch.h"
 #include "cuda/mma.cuh"
+#include "cuda/samel.cuh"
 
 #define BAND_ROWS (DSWA_TILE + DSWA_BAND_MAX_SPAN) /* 112 key rows */
 #define BAND_KEY_TILES ((16 + DSWA_BAND_MAX_SPAN) / 8)    /* 8-key tiles of one warp's band: 8 */
@@ -68,8 +69,8 @@
    (64 rows), read into registers at their step, so no Q load waits on DRAM between two phases:
    f32 K0lo Q0hi K0hi V0.. Q1lo K1lo Q1hi K1hi V1.. (shared V: K0lo Q0hi K0hi Q1lo K1lo Q1hi K1hi
    V..); 16-bit K0 V0 Q1 K1 V1 (shared V: K0 Q1 K1 V). Measured in docs/PERF.md. */
-template <typename T, int SHARED> struct band_phases {
-    enum { HALVES = sizeof(T) == 4 ? 2 : 1, N = (SHARED ? 3 : 4) * HALVES + 2 * HALVES - 1 };
+template <typename T, int SHARED, int SAMEL = 0> struct band_phases {
+    enum { HALVES = sizeof(T) == 4 ? 2 : 1, N = (SHARED ? 3 : 4) * HALVES + 2 * HALVES - 1 + SAMEL };
     /* A phase's code: what it loads (K, V or Q) * 4 + pair * 2 + head-dimension half. */
     enum { K = 0, V = 1, Q = 2 };
     static __device__ constexpr int load(int what, int pair, int half) { return 4 * what + 2 * pair + half; }
@@ -81,6 +82,11 @@ template <typename T, int SHARED> struct band_phases {
                                      load(Q, 1, 1), load(K, 1, 1), load(V, 0, 0), load(V, 0, 1)};
         const int b16[5] = {load(K, 0, 0), load(V, 0, 0), load(Q, 1, 0), load(K, 1, 0), load(V, 1, 0)};
         const int b16_shared_v[4] = {load(K, 0, 0), load(Q, 1, 0), load(K, 1, 0), load(V, 0, 0)};
+        /* the fused block (shared V): every Q phase through the ring, to be transformed there */
+        const int f32_samel[10] = {load(Q, 0, 0), load(K, 0, 0), load(Q, 0, 1), load(K, 0, 1), load(Q, 1, 0),
+                                   load(K, 1, 0), load(Q, 1, 1), load(K, 1, 1), load(V, 0, 0), load(V, 0, 1)};
+        const int b16_samel[5] = {load(Q, 0, 0), load(K, 0, 0), load(Q, 1, 0), load(K, 1, 0), load(V, 0, 0)};
+        if (SAMEL) return HALVES == 2 ? f32_samel[ph] : b16_samel[ph];
         return HALVES == 2 ? (SHARED ? f32_shared_v[ph] : f32[ph]) : (SHARED ? b16_shared_v[ph] : b16[ph]);
     }
     static __device__ constexpr int is_v(int ph) { return code(ph) >> 2 == V; }
@@ -119,9 +125,9 @@ template <typename T> struct band_ctx {
 /* Copies phase ph's rows [kstart, kstart + nkeys) into buf; rows outside it or outside the
    sequence are zero-filled (a stale NaN must never meet a zero probability). Thread t copies
    chunk t % 8 of rows t / 8 + 16 it: one swizzle, one pointer stepped by 16 rows. */
-template <typename T, int SHARED>
+template <typename T, int SHARED, int SAMEL>
 __device__ __forceinline__ void band_load(band_buf &buf, const band_ctx<T> &c, int ph) {
-    typedef band_phases<T, SHARED> P;
+    typedef band_phases<T, SHARED, SAMEL> P;
     const int isv = P::is_v(ph), col = P::half(ph) * 32; /* elements */
     const T *base = isv ? c.v + (int64_t)P::pair(ph) * c.v_sp : c.k + (int64_t)P::pair(ph) * c.k_sp;
     const int sn = isv ? c.v_sn : c.k_sn, r0 = threadIdx.x >> 3, u = threadIdx.x & 7;
@@ -382,28 +388,127 @@ __device__ __forceinline__ void band_pv(float acc[8][4], const band_buf &buf,
     }
 }
 
+/* ---- The fused SAME-L block: DyT and RoPE of a Q or K phase, in place in the ring ----------
+   After a phase's rows have landed (and before anyone reads them), each thread transforms one
+   row of it: the row's rotated chunk pairs (chunk a with chunk a + rot_pairs: dim j with
+   j + rot_dims/2), then its other chunks, with samel.cuh's element functions; a barrier
+   follows. One row per thread keeps a pair's partner in the same thread (no exchange) and every
+   lane on the same logical chunk (the swizzle spreads the rows over the banks); a K phase has
+   up to 112 rows, a Q phase 64 (half the block idles there). What the pass reads besides the
+   ring is in shared memory (1.2 KB), so that none of it is held in registers through the phase
+   loop. f32 phases are half rows: RoPE happens in half 0 only (dswa_samel_band_rot_ok). */
+struct samel_smem {
+    float gamma[2][DSWA_HEAD_DIM], beta[2][DSWA_HEAD_DIM]; /* [0] q_norm, [1] k_norm */
+    float inv_freq[DSWA_HEAD_DIM / 2];
+    float alpha[2];
+    long long pos0; /* the position of a K phase's row 0: pos_offset + kstart */
+    int rot_pairs;  /* rotated chunk pairs of a row (of half 0) */
+};
+
+template <typename T> __device__ __forceinline__ void samel_unpack(const uint4 &u, float *x) {
+    T e[16 / sizeof(T)];
+    memcpy(e, &u, 16);
+#pragma unroll
+    for (int i = 0; i < 16 / (int)sizeof(T); i++) x[i] = dswa_to_f32(e[i]);
+}
+template <typename T> __device__ __forceinline__ uint4 samel_pack(const float *x) {
+    T e[16 / sizeof(T)];
+#pragma unroll
+    for (int i = 0; i < 16 / (int)sizeof(T); i++) e[i] = dswa_from_f32<T>(x[i]);
+    uint4 u;
+    memcpy(&u, e, 16);
+    return u;
+}
+
+/* rows: the phase's rows (64 for Q, nkeys for K); row_pos: the position of row 0 relative to
+   sm.pos0 (Q: window_left); norm: 0 q_norm, 1 k_norm; half: the f32 half-row (16-bit: 0). */
+template <typename T, int FP32>
+__device__ __forceinline__ void samel_pass(band_buf &buf, const samel_smem &sm, int rows, int row_pos,
+                                           int norm, int half) {
+    constexpr int CW = 16 / sizeof(T); /* elements of a chunk */
+    const int r = threadIdx.x;
+    if (r >= rows) return;
+    const int sw = dswa_swz<T>(r), kp = half ? 0 : sm.rot_pairs;
+    const float alpha = sm.alpha[norm];
+    const float *gamma = sm.gamma[norm] + half * 8 * CW, *beta = sm.beta[norm] + half * 8 * CW;
+    const float pos = (float)(sm.pos0 + row_pos + r);
+    for (int a = 0; a < kp; a++) {
+        float x[CW], y[CW];
+        uint4 &ua = buf[r][a ^ sw], &ub = buf[r][(a + kp) ^ sw];
+        samel_unpack<T>(ua, x);
+        samel_unpack<T>(ub, y);
+#pragma unroll
+        for (int e = 0; e < CW; e++) {
+            const int dx = a * CW + e, dy = (a + kp) * CW + e;
+            x[e] = samel_round<T>(samel_dyt<FP32>(x[e], alpha, gamma[dx], beta[dx]));
+            y[e] = samel_round<T>(samel_dyt<FP32>(y[e], alpha, gamma[dy], beta[dy]));
+            float sn, cs;
+            samel_sincos(pos * sm.inv_freq[dx], &sn, &cs);
+            samel_rotate(&x[e], &y[e], cs, sn);
+        }
+        ua = samel_pack<T>(x); /* the pack rounds to T: the reference's second rounding */
+        ub = samel_pack<T>(y);
+    }
+    for (int u = 2 * kp; u < 8; u++) {
+        float x[CW];
+        uint4 &uu = buf[r][u ^ sw];
+        samel_unpack<T>(uu, x);
+#pragma unroll
+        for (int e = 0; e < CW; e++) x[e] = samel_dyt<FP32>(x[e], alpha, gamma[u * CW + e], beta[u * CW + e]);
+        uu = samel_pack<T>(x);
+    }
+}
+
+/* The block's samel_smem (read after band_tile's first barrier). */
+template <typename T>
+__device__ __forceinline__ void samel_begin(samel_smem &sm, const float *q_gamma, const float *q_beta,
+                                            const float *k_gamma, const float *k_beta, int rot_dims,
+                                            float base, int pos_offset, float q_alpha, float k_alpha,
+                                            int kstart) {
+    const int t = threadIdx.x;
+    if (t < DSWA_HEAD_DIM) {
+        sm.gamma[0][t] = __ldg(q_gamma + t);
+        sm.beta[0][t] = __ldg(q_beta + t);
+        sm.gamma[1][t] = __ldg(k_gamma + t);
+        sm.beta[1][t] = __ldg(k_beta + t);
+    } else if (t - DSWA_HEAD_DIM < rot_dims / 2) {
+        sm.inv_freq[t - DSWA_HEAD_DIM] = samel_inv_freq(t - DSWA_HEAD_DIM, rot_dims, base);
+    } else if (t == DSWA_THREADS - 1) {
+        sm.alpha[0] = q_alpha;
+        sm.alpha[1] = k_alpha;
+        sm.pos0 = (long long)pos_offset + kstart;
+        sm.rot_pairs = rot_dims / (2 * (16 / (int)sizeof(T)));
+    }
+}
+
 /* The phase loop of one 64-query tile: K/V phases through the ring, scores, softmax, P.V into
-   acc (a_0 - lambda a_1 when it returns). iq: this thread's rows iq and iq + 8. */
-template <typename T, int FP32, int SHARED>
+   acc (a_0 - lambda a_1 when it returns). iq: this thread's rows iq and iq + 8. SAMEL: the fused
+   block's schedule, each Q and K phase transformed in place first (sm: its weights). */
+template <typename T, int FP32, int SHARED, int SAMEL>
 __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const band_ctx<T> &c,
                                           float acc[8][4], int iq, uint32_t mask, float qscale,
-                                          float lambda) {
-    typedef band_phases<T, SHARED> P;
+                                          float lambda, const samel_smem *sm) {
+    typedef band_phases<T, SHARED, SAMEL> P;
     const int warp = threadIdx.x >> 5;
-    band_load<T, SHARED>(ring[0], c, 0);
+    band_load<T, SHARED, SAMEL>(ring[0], c, 0);
     dswa_cp_async_commit();
-    band_load<T, SHARED>(ring[1], c, 1);
+    band_load<T, SHARED, SAMEL>(ring[1], c, 1);
     dswa_cp_async_commit();
 
     uint32_t q_frag[4][4], q_low[4][4]; /* q_low, p_low: the low parts of DSWA_MATH_FP32 only */
     float s[BAND_KEY_TILES][4], p_low[BAND_KEY_TILES][4], p0[BAND_KEY_TILES][4] /* shared V: pair 0's P */;
-    band_load_q<T, FP32>(q_frag, q_low, c, 0, 0, iq);
+    if (!SAMEL) band_load_q<T, FP32>(q_frag, q_low, c, 0, 0, iq);
 #pragma unroll
     for (int ph = 0; ph < P::N; ph++) {
         dswa_cp_async_wait<1>();
         __syncthreads(); /* phase ph visible to all; everyone is done with phase ph - 1 */
-        if (ph + 2 < P::N) band_load<T, SHARED>(ring[(ph + 2) % BAND_BUFS], c, ph + 2);
+        if (ph + 2 < P::N) band_load<T, SHARED, SAMEL>(ring[(ph + 2) % BAND_BUFS], c, ph + 2);
         dswa_cp_async_commit();
+        if (SAMEL && !P::is_v(ph)) {
+            samel_pass<T, FP32>(ring[ph % BAND_BUFS], *sm, P::is_q(ph) ? DSWA_TILE : c.nkeys,
+                                P::is_q(ph) ? c.wl : 0, P::is_q(ph) ? 0 : 1, P::half(ph));
+            __syncthreads();
+        }
         const band_buf &buf = ring[ph % BAND_BUFS];
         if (P::is_q(ph)) {
             band_smem_q<T, FP32>(q_frag, q_low, buf, c, warp);
@@ -434,35 +539,45 @@ __device__ __forceinline__ void band_tile(band_buf (&ring)[BAND_BUFS], const ban
     }
 }
 
+/* What both entries' blocks share: the window fields of c, the mask and the softmax's scale. */
+template <typename T>
+__device__ __forceinline__ void band_begin(band_ctx<T> &c, uint32_t *mask, float *qscale, int n, int wl,
+                                           int wr, float scale, int i0, int warp) {
+    const int span = wl + wr;
+    c.n = n;
+    c.nkeys = DSWA_TILE + span;
+    c.kstart = i0 - wl;
+    c.wl = wl;
+    c.interior = c.kstart >= 0 && c.kstart <= n - BAND_ROWS;
+    c.tile8 = span > 8 * (BAND_KEY_TILES - 1) - 16;
+    /* exp(x) = exp2(x log2 e); FFMA: |scale| (Q carries the sign, or is zeroed) */
+    *qscale = (BAND_FFMA(T) ? (scale == 0.f ? 1.f : fabsf(scale)) : scale) * 1.4426950408889634f;
+    c.scale = scale;
+    const int warp_key0 = c.kstart + 16 * warp;
+    *mask = band_mask(span, warp_key0, n, warp_key0 < 0 || warp_key0 + 16 + span >= n);
+}
+
 template <typename T, int FP32>
 __device__ __forceinline__ void dswa_fwd_band_impl(DSWA_KERNEL_PARAMS(T)) {
     __shared__ __align__(128) band_buf ring[BAND_BUFS];
     const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
     int tile, h;
     dswa_block_tile_head(&tile, &h);
-    const int b = blockIdx.z, span = wl + wr;
+    const int b = blockIdx.z;
     const int i0 = tile * DSWA_TILE, iq = i0 + 16 * warp + g; /* rows iq and iq + 8 */
     band_ctx<T> c;
     c.q = dswa_at_head(q, b, q_sb, h, q_sh);
     c.k = dswa_at_head(k, b, k_sb, h, k_sh);
     c.v = dswa_at_head(v, b, v_sb, h, v_sh);
-    c.n = n;
-    c.nkeys = DSWA_TILE + span;
-    c.kstart = i0 - wl;
-    c.wl = wl;
     c.q_sn = q_sn; c.q_sp = q_sp; c.k_sn = k_sn; c.k_sp = k_sp; c.v_sn = v_sn; c.v_sp = v_sp;
-    c.interior = c.kstart >= 0 && c.kstart <= n - BAND_ROWS;
-    c.tile8 = span > 8 * (BAND_KEY_TILES - 1) - 16;
     const float scale = __int_as_float(scale_bits), lambda = __int_as_float(lambda_bits);
-    /* exp(x) = exp2(x log2 e); FFMA: |scale| (Q carries the sign, or is zeroed) */
-    const float qscale = (BAND_FFMA(T) ? (scale == 0.f ? 1.f : fabsf(scale)) : scale) * 1.4426950408889634f;
-    c.scale = scale;
-    const int warp_key0 = c.kstart + 16 * warp;
-    const uint32_t mask = band_mask(span, warp_key0, n, warp_key0 < 0 || warp_key0 + 16 + span >= n);
+    float qscale;
+    uint32_t mask;
+    band_begin(c, &mask, &qscale, n, wl, wr, scale, i0, warp);
 
     float acc[8][4];
-    if (v_sp == 0) band_tile<T, FP32, 1>(ring, c, acc, iq, mask, qscale, lambda);
-    else band_tile<T, FP32, 0>(ring, c, acc, iq, mask, qscale, lambda);
+    if (v_sp == 0) band_tile<T, FP32, 1, 0>(ring, c, acc, iq, mask, qscale, lambda, NULL);
+    else band_tile<T, FP32, 0, 0>(ring, c, acc, iq, mask, qscale, lambda, NULL);
 
     dswa_block_tile_head(&tile, &h); /* again: not held through the phases */
     const int r0 = tile * DSWA_TILE + 16 * warp; /* the warp's first row */
@@ -474,6 +589,45 @@ __device__ __forceinline__ void dswa_fwd_band_impl(DSWA_KERNEL_PARAMS(T)) {
                            o_sb, o_sn, o_sh);
 }
 
+/* The fused block: the packed input read as Q (chunks 0 and 3: pair stride 3 chunks), K (1, 4)
+   and V (2, shared by both pairs), the shared-V schedule with every Q and K phase transformed. */
+template <typename T, int FP32>
+__device__ __forceinline__ void dswa_samel_band_impl(DSWA_SAMEL_KERNEL_PARAMS(T)) {
+    __shared__ __align__(128) band_buf ring[BAND_BUFS];
+    __shared__ samel_smem sm;
+    const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+    int tile, h;
+    dswa_block_tile_head(&tile, &h);
+    const int b = blockIdx.z;
+    const int i0 = tile * DSWA_TILE, iq = i0 + 16 * warp + g;
+    band_ctx<T> c;
+    c.q = dswa_at_head(x, b, x_sb, h, x_sh);
+    c.k = c.q + x_sc;
+    c.v = c.q + 2 * (int64_t)x_sc;
+    c.q_sn = c.k_sn = c.v_sn = x_sn;
+    c.q_sp = c.k_sp = 3 * x_sc; /* the launcher checks it fits */
+    c.v_sp = 0;
+    const float lambda = __int_as_float(lambda_bits);
+    float qscale;
+    uint32_t mask;
+    band_begin(c, &mask, &qscale, n, wl, wr, __int_as_float(scale_bits), i0, warp);
+    samel_begin<T>(sm, q_gamma, q_beta, k_gamma, k_beta, rot_dims, __int_as_float(base_bits), pos_offset,
+                   __int_as_float(q_alpha_bits), __int_as_float(k_alpha_bits), c.kstart);
+
+    float acc[8][4];
+    band_tile<T, FP32, 1, 1>(ring, c, acc, iq, mask, qscale, lambda, &sm);
+
+    dswa_block_tile_head(&tile, &h);
+    const int r0 = tile * DSWA_TILE + 16 * warp;
+    T *orow0 = dswa_at_head(out, b, o_sb, h, o_sh);
+    const bool finite = dswa_store_rows<T>(orow0, o_sn, r0 + g, n, acc);
+    if (__any_sync(0xffffffffu, !finite))
+        samel_exact_rows<T, FP32>(x, q_gamma, q_beta, k_gamma, k_beta, out, n, wl, wr, __int_as_float(scale_bits),
+                                  lambda, x_sb, x_sn, x_sc, x_sh, o_sb, o_sn, o_sh, rot_dims,
+                                  __int_as_float(base_bits), pos_offset, __int_as_float(q_alpha_bits),
+                                  __int_as_float(k_alpha_bits), b, h, r0);
+}
+
 /* The entries (kernels.h's DSWA_BAND_KERNELS): plain C names, so that the PTX entry is what
    TensorRT's loader is told, and TensorRT's argument order. */
 #define BAND_ENTRY(entry, dtype, math, T, blocks_per_sm)                                      \
@@ -483,9 +637,20 @@ __device__ __forceinline__ void dswa_fwd_band_impl(DSWA_KERNEL_PARAMS(T)) {
     }
 DSWA_BAND_KERNELS(BAND_ENTRY)
 
+#define SAMEL_ENTRY(entry, dtype, math, T, blocks_per_sm)                                     \
+    extern "C" __global__ void __launch_bounds__(DSWA_THREADS, blocks_per_sm)                \
+        entry(DSWA_SAMEL_KERNEL_PARAMS(T)) {                                                 \
+        dswa_samel_band_impl<T, (math) == DSWA_MATH_FP32>(DSWA_SAMEL_KERNEL_ARG_NAMES);      \
+    }
+DSWA_SAMEL_BAND_KERNELS(SAMEL_ENTRY)
+
 /* The entry functions in registry order, for the launcher (launch.h). */
 #define BAND_FUNCTION(entry, dtype, math, T, blocks_per_sm) (const void *)entry,
 extern "C" const void *dswa_band_entry_function(int index) {
     static const void *const functions[] = {DSWA_BAND_KERNELS(BAND_FUNCTION)};
+    return functions[index];
+}
+extern "C" const void *dswa_samel_band_entry_function(int index) {
+    static const void *const functions[] = {DSWA_SAMEL_BAND_KERNELS(BAND_FUNCTION)};
     return functions[index];
 }

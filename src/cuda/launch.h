@@ -17,10 +17,17 @@ extern "C" {
 dswa_status dswa_cuda_kargs(const dswa_problem *p, const void *q, const void *k, const void *v,
                             const void *out, dswa_kargs *a, const dswa_kernel **kern);
 
+/* The same for the fused SAME-L block: its extras as the launch passes them and the kernel
+   dswa_samel_kernel_pick chooses (x: the packed input). p is already validated. */
+dswa_status dswa_cuda_samel_kargs(const dswa_samel_problem *p, const void *x, const void *out,
+                                  dswa_samel_kargs *a, const dswa_kernel **kern);
+
 /* The entry functions of each family, in the order of its X-list in kernels.h (defined beside
-   the kernels, in kernel_band.cu and kernel_wide.cu). */
+   the kernels: kernel_band.cu, kernel_wide.cu, kernel_samel_scalar.cu). */
 const void *dswa_band_entry_function(int index);
 const void *dswa_wide_entry_function(int index);
+const void *dswa_samel_band_entry_function(int index);
+const void *dswa_samel_scalar_entry_function(int index);
 
 #ifdef __cplusplus
 }
