@@ -259,10 +259,12 @@ static void test_graph(void) {
             dsets[i][t] = to_device(h, c.nq, p.dtype);
             tu_free(h);
         }
-        /* eager result for this set, and a check of it against the reference */
-        CU(cudaMemcpy(c.dq, dsets[i][0], in_bytes, cudaMemcpyDeviceToDevice));
-        CU(cudaMemcpy(c.dk, dsets[i][1], in_bytes, cudaMemcpyDeviceToDevice));
-        CU(cudaMemcpy(c.dv, dsets[i][2], in_bytes, cudaMemcpyDeviceToDevice));
+        /* eager result for this set, and a check of it against the reference. The copies go
+           on s: a device-to-device cudaMemcpy on the legacy stream returns before it is done,
+           and a non-blocking stream does not wait for it */
+        CU(cudaMemcpyAsync(c.dq, dsets[i][0], in_bytes, cudaMemcpyDeviceToDevice, s));
+        CU(cudaMemcpyAsync(c.dk, dsets[i][1], in_bytes, cudaMemcpyDeviceToDevice, s));
+        CU(cudaMemcpyAsync(c.dv, dsets[i][2], in_bytes, cudaMemcpyDeviceToDevice, s));
         CHECK(dswa_forward_cuda(&p, c.dq, c.dk, c.dv, dout(&c), s) == DSWA_OK, "eager: %s", dswa_last_error());
         CU(cudaStreamSynchronize(s));
         expect[i] = malloc(out_bytes);
