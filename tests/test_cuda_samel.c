@@ -623,18 +623,21 @@ static void test_graph(void) {
     for (int k = 0; k < CALLS; k++) {
         dswa_samel_problem p = make_problem(&gs[k], prec[k]);
         c[k] = case_new(&p);
+        /* case_new copied on the legacy stream, which s does not wait for: every copy from
+           here on is on s, in order with the calls */
+        CU(cudaDeviceSynchronize());
         xbytes[k] = (size_t)c[k].xtotal * esize(&c[k]);
         obytes[k] = (size_t)c[k].ho.total * esize(&c[k]);
         dpoison[k] = dev_alloc(obytes[k]);
-        CU(cudaMemcpy(dpoison[k], c[k].dbase, obytes[k], cudaMemcpyDeviceToDevice)); /* poisoned */
+        CU(cudaMemcpyAsync(dpoison[k], c[k].dbase, obytes[k], cudaMemcpyDeviceToDevice, s)); /* poisoned */
         got[k] = malloc(obytes[k]);
         if (!got[k]) abort();
         for (int set = 0; set < 2; set++) {
-            if (set) fill_input(&c[k]); /* set 0: the case's own input */
+            if (set) fill_input(&c[k]); /* set 0: the case's own input; s is idle here */
             dset[k][set] = dev_alloc(xbytes[k]);
-            CU(cudaMemcpy(dset[k][set], c[k].hxbase, xbytes[k], cudaMemcpyHostToDevice));
-            CU(cudaMemcpy(c[k].dxbase, dset[k][set], xbytes[k], cudaMemcpyDeviceToDevice));
-            CU(cudaMemcpy(c[k].dbase, dpoison[k], obytes[k], cudaMemcpyDeviceToDevice));
+            CU(cudaMemcpyAsync(dset[k][set], c[k].hxbase, xbytes[k], cudaMemcpyHostToDevice, s));
+            CU(cudaMemcpyAsync(c[k].dxbase, dset[k][set], xbytes[k], cudaMemcpyDeviceToDevice, s));
+            CU(cudaMemcpyAsync(c[k].dbase, dpoison[k], obytes[k], cudaMemcpyDeviceToDevice, s));
             run_case(gs[k].name, &c[k], family_of(&gs[k], prec[k]), s, NULL); /* eager, checked */
             expect[k][set] = malloc(obytes[k]);
             if (!expect[k][set]) abort();
