@@ -397,7 +397,7 @@ __device__ __forceinline__ void band_pv(float acc[8][4], const band_buf &buf,
    up to 112 rows, a Q phase 64 (half the block idles there). What the pass reads besides the
    ring is in shared memory (1.2 KB), so that none of it is held in registers through the phase
    loop. f32 phases are half rows: RoPE happens in half 0 only (dswa_samel_band_rot_ok). */
-struct samel_smem {
+struct __align__(16) samel_smem {
     float gamma[2][DSWA_HEAD_DIM], beta[2][DSWA_HEAD_DIM]; /* [0] q_norm, [1] k_norm */
     float inv_freq[DSWA_HEAD_DIM / 2];
     float alpha[2];
@@ -405,56 +405,98 @@ struct samel_smem {
     int rot_pairs;  /* rotated chunk pairs of a row (of half 0) */
 };
 
+/* A 16-byte chunk as CW = 16 / sizeof(T) floats and back. 16-bit values convert in pairs (one
+   packed conversion for two: conversions run at a quarter of the FMA rate, and a 16-bit element
+   takes up to three). */
+__device__ __forceinline__ void samel_unpack2(uint32_t w, float *lo, float *hi, float) {
+    *lo = __uint_as_float(w);
+    *hi = 0.f;
+}
+__device__ __forceinline__ void samel_unpack2(uint32_t w, float *lo, float *hi, __half) {
+    const float2 f = __half22float2(*(const __half2 *)&w);
+    *lo = f.x;
+    *hi = f.y;
+}
+__device__ __forceinline__ void samel_unpack2(uint32_t w, float *lo, float *hi, __nv_bfloat16) {
+    *lo = __uint_as_float(w << 16);
+    *hi = __uint_as_float(w & 0xffff0000u);
+}
 template <typename T> __device__ __forceinline__ void samel_unpack(const uint4 &u, float *x) {
-    T e[16 / sizeof(T)];
-    memcpy(e, &u, 16);
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-    for (int i = 0; i < 16 / (int)sizeof(T); i++) x[i] = dswa_to_f32(e[i]);
+    for (int i = 0; i < 4; i++) {
+        if constexpr (sizeof(T) == 4) x[i] = __uint_as_float(w[i]);
+        else samel_unpack2(w[i], &x[2 * i], &x[2 * i + 1], T());
+    }
 }
 template <typename T> __device__ __forceinline__ uint4 samel_pack(const float *x) {
-    T e[16 / sizeof(T)];
+    if constexpr (sizeof(T) == 4)
+        return make_uint4(__float_as_uint(x[0]), __float_as_uint(x[1]), __float_as_uint(x[2]), __float_as_uint(x[3]));
+    else
+        return make_uint4(pack2<T>(x[0], x[1]), pack2<T>(x[2], x[3]), pack2<T>(x[4], x[5]), pack2<T>(x[6], x[7]));
+}
+/* x rounded to T in place (the reference's rounding of DyT's result before RoPE). */
+template <typename T> __device__ __forceinline__ void samel_round_chunk(float *x) {
+    if constexpr (sizeof(T) == 2)
 #pragma unroll
-    for (int i = 0; i < 16 / (int)sizeof(T); i++) e[i] = dswa_from_f32<T>(x[i]);
-    uint4 u;
-    memcpy(&u, e, 16);
-    return u;
+        for (int i = 0; i < 4; i++) samel_unpack2(pack2<T>(x[2 * i], x[2 * i + 1]), &x[2 * i], &x[2 * i + 1], T());
+}
+/* DyT of a chunk whose first dim is d: the weights as 16-byte loads. */
+template <typename T, int FP32>
+__device__ __forceinline__ void samel_dyt_chunk(float *x, const samel_smem &sm, int norm, int d) {
+    constexpr int CW = 16 / sizeof(T);
+    const float alpha = sm.alpha[norm];
+#pragma unroll
+    for (int i = 0; i < CW; i += 4) {
+        const float4 g = *(const float4 *)&sm.gamma[norm][d + i], b = *(const float4 *)&sm.beta[norm][d + i];
+        x[i + 0] = samel_dyt<FP32>(x[i + 0], alpha, g.x, b.x);
+        x[i + 1] = samel_dyt<FP32>(x[i + 1], alpha, g.y, b.y);
+        x[i + 2] = samel_dyt<FP32>(x[i + 2], alpha, g.z, b.z);
+        x[i + 3] = samel_dyt<FP32>(x[i + 3], alpha, g.w, b.w);
+    }
 }
 
 /* rows: the phase's rows (64 for Q, nkeys for K); row_pos: the position of row 0 relative to
-   sm.pos0 (Q: window_left); norm: 0 q_norm, 1 k_norm; half: the f32 half-row (16-bit: 0). */
+   sm.pos0 (Q: window_left); norm: 0 q_norm, 1 k_norm; half: the f32 half-row (16-bit: 0).
+   A Q phase's 64 rows take two threads each (the rotated pairs, and the other chunks), so the
+   whole block works on it. */
 template <typename T, int FP32>
 __device__ __forceinline__ void samel_pass(band_buf &buf, const samel_smem &sm, int rows, int row_pos,
                                            int norm, int half) {
     constexpr int CW = 16 / sizeof(T); /* elements of a chunk */
-    const int r = threadIdx.x;
+    const bool split = rows == DSWA_TILE;
+    const int t = threadIdx.x, r = split ? t & (DSWA_TILE - 1) : t;
     if (r >= rows) return;
-    const int sw = dswa_swz<T>(r), kp = half ? 0 : sm.rot_pairs;
-    const float alpha = sm.alpha[norm];
-    const float *gamma = sm.gamma[norm] + half * 8 * CW, *beta = sm.beta[norm] + half * 8 * CW;
+    const int sw = dswa_swz<T>(r), kp = half ? 0 : sm.rot_pairs, d0 = half * 8 * CW;
+    /* this thread's share: rotated pairs [0, pairs), then single chunks [u0, u1) */
+    const int second = split && t >= DSWA_TILE;
+    const int pairs = second ? 0 : kp;
+    const int u0 = !split ? 2 * kp : kp ? (second ? 2 * kp : 8) : (second ? 4 : 0);
+    const int u1 = split && !kp && !second ? 4 : 8;
     const float pos = (float)(sm.pos0 + row_pos + r);
-    for (int a = 0; a < kp; a++) {
+    for (int a = 0; a < pairs; a++) {
         float x[CW], y[CW];
         uint4 &ua = buf[r][a ^ sw], &ub = buf[r][(a + kp) ^ sw];
         samel_unpack<T>(ua, x);
         samel_unpack<T>(ub, y);
+        samel_dyt_chunk<T, FP32>(x, sm, norm, d0 + a * CW);
+        samel_dyt_chunk<T, FP32>(y, sm, norm, d0 + (a + kp) * CW);
+        samel_round_chunk<T>(x);
+        samel_round_chunk<T>(y);
 #pragma unroll
         for (int e = 0; e < CW; e++) {
-            const int dx = a * CW + e, dy = (a + kp) * CW + e;
-            x[e] = samel_round<T>(samel_dyt<FP32>(x[e], alpha, gamma[dx], beta[dx]));
-            y[e] = samel_round<T>(samel_dyt<FP32>(y[e], alpha, gamma[dy], beta[dy]));
             float sn, cs;
-            samel_sincos(pos * sm.inv_freq[dx], &sn, &cs);
+            samel_sincos(pos * sm.inv_freq[a * CW + e], &sn, &cs);
             samel_rotate(&x[e], &y[e], cs, sn);
         }
         ua = samel_pack<T>(x); /* the pack rounds to T: the reference's second rounding */
         ub = samel_pack<T>(y);
     }
-    for (int u = 2 * kp; u < 8; u++) {
+    for (int u = u0; u < u1; u++) {
         float x[CW];
         uint4 &uu = buf[r][u ^ sw];
         samel_unpack<T>(uu, x);
-#pragma unroll
-        for (int e = 0; e < CW; e++) x[e] = samel_dyt<FP32>(x[e], alpha, gamma[u * CW + e], beta[u * CW + e]);
+        samel_dyt_chunk<T, FP32>(x, sm, norm, d0 + u * CW);
         uu = samel_pack<T>(x);
     }
 }
