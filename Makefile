@@ -230,8 +230,10 @@ fuzz:
 
 # ---- AOT PTX ------------------------------------------------------------------------------------
 # The kernels as PTX for TensorRT's AOT plugin path (src/aot/export.c; `dswa aot`): for each
-# architecture in AOT_ARCHS, `nvcc -ptx` of both kernel families with the library's own device
-# flags (NVFLAGS without -gencode, so EXTRA_NVFLAGS variants export what they run), split into
+# architecture in AOT_ARCHS, `nvcc -ptx` of each kernel family's file (AOT_SRC_<family>, the
+# families of kernels.h: band, with the op's and the fused block's band entries; wide; scalar,
+# the fused block's) with the library's own device flags (NVFLAGS without -gencode, so
+# EXTRA_NVFLAGS variants export what they run), split into
 # one module per entry and embedded in the library as C strings by src/aot/ptx_embed.c, so that
 # exporting needs no CUDA toolkit at run time. Only nvcc's front end runs (no ptxas): ~2 s per
 # file and architecture. Without nvcc none of this is built and the dswa_aot_* functions return
@@ -243,17 +245,23 @@ $(BUILD)/obj/aot/export.o: $(LIB_HDR)
 ifneq ($(HAVE_CUDA),)
 AOT_NVFLAGS := $(filter-out -gencode=%,$(NVFLAGS))
 AOT_DEPS  := $(LIB_HDR) $(FLAGS_STAMP)
-AOT_PTX   := $(foreach a,$(AOT_ARCHS),$(AOT_DIR)/band_sm$(a).ptx $(AOT_DIR)/wide_sm$(a).ptx)
+AOT_SRC_band   := src/cuda/kernel_band.cu
+AOT_SRC_wide   := src/cuda/kernel_wide.cu
+AOT_SRC_scalar := src/cuda/kernel_samel_scalar.cu
+AOT_FAMILIES := band wide scalar
+# ptx_embed's arguments: FAMILY ARCH FILE.ptx for each family and architecture
+AOT_EMBED := $(foreach f,$(AOT_FAMILIES),$(foreach a,$(AOT_ARCHS),$(f) $(a) $(AOT_DIR)/$(f)_sm$(a).ptx))
+AOT_PTX   := $(filter %.ptx,$(AOT_EMBED))
 
-$(AOT_DIR)/band_sm%.ptx: src/cuda/kernel_band.cu $(AOT_DEPS) | $(AOT_DIR)
-	$(NVCC) $(AOT_NVFLAGS) -ptx -arch=compute_$* $< -o $@
-$(AOT_DIR)/wide_sm%.ptx: src/cuda/kernel_wide.cu $(AOT_DEPS) | $(AOT_DIR)
-	$(NVCC) $(AOT_NVFLAGS) -ptx -arch=compute_$* $< -o $@
+define AOT_PTX_RULE
+$$(AOT_DIR)/$(1)_sm%.ptx: $$(AOT_SRC_$(1)) $$(AOT_DEPS) | $$(AOT_DIR)
+	$$(NVCC) $$(AOT_NVFLAGS) -ptx -arch=compute_$$* $$< -o $$@
+endef
+$(foreach f,$(AOT_FAMILIES),$(eval $(call AOT_PTX_RULE,$(f))))
 $(AOT_DIR)/ptx_embed: src/aot/ptx_embed.c src/aot/ptx_text.c src/aot/ptx_text.h | $(AOT_DIR)
 	$(CC) -O2 -std=c11 $(WARN) -Isrc -D_POSIX_C_SOURCE=200809L -o $@ src/aot/ptx_embed.c src/aot/ptx_text.c
 $(AOT_DIR)/aot_ptx_data.c: $(AOT_DIR)/ptx_embed $(AOT_PTX)
-	$(AOT_DIR)/ptx_embed $@ \
-	    $(foreach a,$(AOT_ARCHS),band $(a) $(AOT_DIR)/band_sm$(a).ptx wide $(a) $(AOT_DIR)/wide_sm$(a).ptx)
+	$(AOT_DIR)/ptx_embed $@ $(AOT_EMBED)
 $(BUILD)/obj/aot_ptx_data.o: $(AOT_DIR)/aot_ptx_data.c $(LIB_HDR) | $(BUILD)/obj
 	$(CC) $(CFLAGS) -c $< -o $@
 $(BUILD)/libdswa.a $(BUILD)/$(SO_FILE): $(BUILD)/obj/aot_ptx_data.o

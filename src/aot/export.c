@@ -17,9 +17,12 @@
  *  - Nothing else changes: the entry, its body and its parameters are nvcc's, from the same
  *    source and flags as the library's own machine code.
  *
- * The argument list (input pointers, 20 int32 extras, the output pointer) is the one
- * src/cuda/launch.cu computes for a launch (dswa_cuda_kargs); dswa_aot_kernel_for reuses it,
- * so the values it reports are the ones the library would pass. */
+ * Two kernels are exported: the op's (dswa_aot_kernel*: inputs q, k, v, 20 int32 extras, the
+ * output) and the fused SAME-L block's (dswa_aot_samel_*: inputs x and the four norm weights, 17
+ * extras, the output), each described by its argument table in src/cuda/kernel_args.h and
+ * served by the same code. The values the *_for exports report are the ones src/cuda/launch.cu
+ * computes for a launch (dswa_cuda_kargs, dswa_cuda_samel_kargs), so they are the ones the
+ * library would pass. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +32,7 @@
 #include "aot/ptx_blobs.h"
 #include "aot/ptx_text.h"
 #include "core/internal.h"
+#include "core/samel.h"
 #include "cuda/kernel_args.h"
 #include "cuda/kernels.h"
 #include "cuda/launch.h"
@@ -95,8 +99,8 @@ static dswa_status parse_isa(const char *isa, int *major, int *minor) {
 }
 
 /* One allocation, at info->ptx, holds the module text and after it the strings of the info that
-   vary (target, ptx_isa_min_reason and the window formulas), so the info owns no other memory
-   and a copy of the struct reads the same. */
+   vary (target, ptx_isa_min_reason and the formulas with the export's numbers in them), so the
+   info owns no other memory and a copy of the struct reads the same. */
 void dswa_aot_info_free(dswa_aot_info *info) {
     if (!info) return;
     free((void *)info->ptx);
@@ -174,38 +178,67 @@ int dswa_aot_isa_required(const char *ptx, int sm, int *major, int *minor, const
 
 #ifdef DSWA_HAVE_CUDA
 
-/* ---- parameters ---------------------------------------------------------------------------- */
+/* ---- the kernels' arguments ------------------------------------------------------------------ */
 
+/* Two kernels are exported, each with its argument table in src/cuda/kernel_args.h: the op's
+   (DSWA_KERNEL_ARGS, values in dswa_kargs) and the fused SAME-L block's (DSWA_SAMEL_KERNEL_ARGS,
+   values in dswa_samel_kargs). Everything below serves both from these rows. */
 typedef struct aot_param_def {
     const char *name;
     dswa_aot_param_kind kind;
     const char *meaning, *expr, *expr_shared_v;
-    int karg_offset; /* extras: the value's offset in dswa_kargs; pointers: -1 */
+    int karg_offset; /* extras: the value's offset in the op's kargs struct; pointers: -1 */
 } aot_param_def;
 
-#define AOT_INPUT_(ctx, name, expr, expr_shared_v, meaning) {#name, DSWA_AOT_INPUT, meaning, expr, expr_shared_v, -1},
-#define AOT_EXTRA_(ctx, name, expr, expr_shared_v, meaning) \
-    {#name, DSWA_AOT_EXTRA, meaning, expr, expr_shared_v, (int)offsetof(dswa_kargs, name)},
-#define AOT_OUTPUT_(ctx, name, expr, expr_shared_v, meaning) {#name, DSWA_AOT_OUTPUT, meaning, expr, expr_shared_v, -1},
-static const aot_param_def aot_params[DSWA_KERNEL_ARG_COUNT] = {DSWA_KERNEL_ARGS(AOT_INPUT_, AOT_EXTRA_, AOT_OUTPUT_, ~)};
-_Static_assert(DSWA_KERNEL_ARG_COUNT <= DSWA_AOT_MAX_PARAMS, "dswa_aot_info holds every kernel argument");
+typedef struct aot_op {
+    const char *name;             /* info->op */
+    const aot_param_def *params;
+    int n_params;
+} aot_op;
 
-/* The index of the parameter called `name`. */
-static int param_index(const char *name) {
-    for (int i = 0; i < DSWA_KERNEL_ARG_COUNT; i++)
-        if (!strcmp(aot_params[i].name, name)) return i;
-    return -1;
+/* `kargs` (the macros' ctx) is the struct the launcher fills with the extras' values. */
+#define AOT_INPUT_(kargs, name, expr, expr_shared_v, meaning) {#name, DSWA_AOT_INPUT, meaning, expr, expr_shared_v, -1},
+#define AOT_EXTRA_(kargs, name, expr, expr_shared_v, meaning) \
+    {#name, DSWA_AOT_EXTRA, meaning, expr, expr_shared_v, (int)offsetof(kargs, name)},
+#define AOT_OUTPUT_(kargs, name, expr, expr_shared_v, meaning) {#name, DSWA_AOT_OUTPUT, meaning, expr, expr_shared_v, -1},
+/* X(op name, argument table, kargs struct, argument count) */
+#define AOT_OPS(X)                                                         \
+    X(diff_swa, DSWA_KERNEL_ARGS, dswa_kargs, DSWA_KERNEL_ARG_COUNT)       \
+    X(samel, DSWA_SAMEL_KERNEL_ARGS, dswa_samel_kargs, DSWA_SAMEL_KERNEL_ARG_COUNT)
+#define AOT_PARAMS_(op, ARGS, kargs, count)                                                   \
+    static const aot_param_def op##_params[count] = {ARGS(AOT_INPUT_, AOT_EXTRA_, AOT_OUTPUT_, kargs)}; \
+    _Static_assert(count <= DSWA_AOT_MAX_PARAMS, "dswa_aot_info holds every argument of " #op);     \
+    static const aot_op op##_op = {#op, op##_params, count};
+AOT_OPS(AOT_PARAMS_)
+#define AOT_OP_ROW_(op, ARGS, kargs, count) &op##_op,
+static const aot_op *const aot_ops[] = {AOT_OPS(AOT_OP_ROW_)};
+
+/* The op an info was exported for (info->op points to its name); NULL for another info. */
+static const aot_op *op_of(const dswa_aot_info *info) {
+    for (size_t i = 0; i < sizeof aot_ops / sizeof aot_ops[0]; i++)
+        if (info->op == aot_ops[i]->name) return aot_ops[i];
+    return NULL;
+}
+
+/* The parameter of `info` called `name`; NULL when its kernel has none. */
+static dswa_aot_param *param_named(dswa_aot_info *info, const char *name) {
+    for (int i = 0; i < info->n_params; i++)
+        if (!strcmp(info->params[i].name, name)) return &info->params[i];
+    return NULL;
 }
 
 /* ---- the module --------------------------------------------------------------------------- */
 
 /* Writes info's module: the embedded text `src` with `.target sm_XX` and `.version major.minor`,
-   and a comment saying so, followed by copies of the info's varying strings (which may point
-   into the module being replaced). */
+   and a comment saying so, followed by copies of the info's varying strings (target,
+   ptx_isa_min_reason, and every formula that is not its table's: the numbers of an export for
+   given windows or rot_dims), which may point into the module being replaced. */
 static dswa_status write_module(dswa_aot_info *info, const char *src, int sm, int major, int minor) {
     const char *entry = info->kernel_name;
+    const aot_op *op = op_of(info);
     const char *v = dswa_ptx_directive(src, ".version");
     const char *t = dswa_ptx_directive(src, ".target");
+    if (!op) return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "info: must be a dswa_aot_info filled by dswa_aot_*");
     if (!v || !t || t < v)
         return dswa_fail(DSWA_ERR_UNSUPPORTED, "the embedded PTX of %s has no .version/.target header", entry);
     const char *v_end = strchr(v, '\n'), *t_end = strchr(t, '\n');
@@ -222,11 +255,14 @@ static dswa_status write_module(dswa_aot_info *info, const char *src, int sm, in
     const size_t a = (size_t)(v - src), b = (size_t)(t - (v_end + 1)), c = strlen(t_end + 1);
     const size_t n = a + strlen(note) + strlen(ver) + b + strlen(tgt) + c;
     /* the varying strings, copied after the module */
-    const int wl = param_index("wl"), wr = param_index("wr");
-    const char **const slot[4] = {&info->target, &info->ptx_isa_min_reason, &info->params[wl].expr,
-                                  &info->params[wr].expr};
+    const char **slot[2 + DSWA_AOT_MAX_PARAMS];
+    int n_slots = 0;
+    slot[n_slots++] = &info->target;
+    slot[n_slots++] = &info->ptx_isa_min_reason;
+    for (int i = 0; i < info->n_params && i < op->n_params; i++)
+        if (info->params[i].expr != op->params[i].expr) slot[n_slots++] = &info->params[i].expr;
     size_t tail = 0;
-    for (int i = 0; i < 4; i++) tail += strlen(*slot[i]) + 1;
+    for (int i = 0; i < n_slots; i++) tail += strlen(*slot[i]) + 1;
     char *out = malloc(n + 1 + tail);
     if (!out) return dswa_fail(DSWA_ERR_OUT_OF_MEMORY, "out of memory for a %zu-byte PTX module", n);
     char *p = out;
@@ -237,14 +273,15 @@ static dswa_status write_module(dswa_aot_info *info, const char *src, int sm, in
     memcpy(p, tgt, strlen(tgt)), p += strlen(tgt);
     memcpy(p, t_end + 1, c), p += c;
     *p++ = '\0';
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < n_slots; i++) {
         const size_t len = strlen(*slot[i]) + 1;
         memcpy(p, *slot[i], len);
         *slot[i] = p;
         p += len;
     }
-    info->params[wl].expr_shared_v = info->params[wl].expr; /* the same with a shared V */
-    info->params[wr].expr_shared_v = info->params[wr].expr;
+    /* a number written into a formula holds with a shared V as well */
+    for (int i = 0; i < info->n_params && i < op->n_params; i++)
+        if (info->params[i].expr != op->params[i].expr) info->params[i].expr_shared_v = info->params[i].expr;
     free((void *)info->ptx);
     info->ptx = out;
     info->ptx_size = n;
@@ -261,8 +298,10 @@ static const dswa_aot_blob *find_blob(const char *family, int sm, const char *en
     return NULL;
 }
 
-/* Fills *out for kernel `kern` on one architecture; windows < 0: any window. */
-static dswa_status export_kernel(int arch_idx, const dswa_kernel *kern, int32_t wl, int32_t wr, dswa_aot_info *out) {
+/* Fills *out for kernel `kern` of `op` on one architecture; windows < 0: any window (WL and WR
+   stay in the formulas); rot_dims: the fused block's (written into its formula), 0 for the op. */
+static dswa_status export_kernel(int arch_idx, const aot_op *op, const dswa_kernel *kern, int32_t wl, int32_t wr,
+                                 int32_t rot_dims, dswa_aot_info *out) {
     const int sm = aot_archs[arch_idx];
     const char *entry = kern->entry;
     const dswa_aot_blob *b = find_blob(kern->family, sm, entry);
@@ -270,7 +309,7 @@ static dswa_status export_kernel(int arch_idx, const dswa_kernel *kern, int32_t 
         return dswa_fail(DSWA_ERR_UNSUPPORTED, "no embedded PTX for %s on sm_%d: the build's AOT table lacks it "
                          "(rebuild; was the kernel entry renamed?)", entry, sm);
     const char *feature = NULL;
-    char target[16], reason[160], wl_expr[48], wr_expr[48];
+    char target[16], reason[160], wl_expr[48], wr_expr[48], rot_expr[16];
     if (dswa_aot_isa_required(b->ptx, sm, &out->ptx_isa_min_major, &out->ptx_isa_min_minor, &feature))
         return dswa_fail(DSWA_ERR_UNSUPPORTED, "sm_%d: exported, but dswa_ptx_isa_for_target does not know it", sm);
     snprintf(target, sizeof target, "sm_%d", sm);
@@ -282,6 +321,8 @@ static dswa_status export_kernel(int arch_idx, const dswa_kernel *kern, int32_t 
                  out->ptx_isa_min_minor);
     dswa_ptx_version(b->ptx, &out->toolkit_isa_major, &out->toolkit_isa_minor);
 
+    out->op = op->name;
+    out->rot_dims = rot_dims;
     out->kernel_name = entry;
     out->family = kern->family;
     out->max_span = kern->max_span;
@@ -292,24 +333,32 @@ static dswa_status export_kernel(int arch_idx, const dswa_kernel *kern, int32_t 
     out->head_dim = DSWA_HEAD_DIM;
     out->window_left = wl;
     out->window_right = wr;
-    out->n_params = DSWA_KERNEL_ARG_COUNT;
-    for (int i = 0; i < DSWA_KERNEL_ARG_COUNT; i++) {
+    out->n_params = op->n_params;
+    for (int i = 0; i < op->n_params; i++) {
+        const aot_param_def *d = &op->params[i];
         dswa_aot_param *p = &out->params[i];
-        p->name = aot_params[i].name;
-        p->kind = aot_params[i].kind;
-        p->meaning = aot_params[i].meaning;
-        p->expr = aot_params[i].expr;
-        p->expr_shared_v = aot_params[i].expr_shared_v ? aot_params[i].expr_shared_v : aot_params[i].expr;
+        p->name = d->name;
+        p->kind = d->kind;
+        p->meaning = d->meaning;
+        p->expr = d->expr;
+        p->expr_shared_v = d->expr_shared_v ? d->expr_shared_v : d->expr;
         p->value = 0;
         out->n_inputs += p->kind == DSWA_AOT_INPUT;
         out->n_extras += p->kind == DSWA_AOT_EXTRA;
         out->n_outputs += p->kind == DSWA_AOT_OUTPUT;
     }
-    if (wl >= 0) {
+    /* the numbers this export is for, in place of the attributes' names (write_module copies
+       them beside the module) */
+    dswa_aot_param *pwl = param_named(out, "wl"), *pwr = param_named(out, "wr"), *prot = param_named(out, "rot_dims");
+    if (wl >= 0 && pwl && pwr) {
         snprintf(wl_expr, sizeof wl_expr, "min(%d, N - 1)", (int)wl);
         snprintf(wr_expr, sizeof wr_expr, "min(%d, N - 1)", (int)wr);
-        out->params[param_index("wl")].expr = wl_expr;
-        out->params[param_index("wr")].expr = wr_expr;
+        pwl->expr = wl_expr;
+        pwr->expr = wr_expr;
+    }
+    if (prot) {
+        snprintf(rot_expr, sizeof rot_expr, "%d", (int)rot_dims);
+        prot->expr = rot_expr;
     }
     out->block[0] = DSWA_THREADS;
     out->block[1] = out->block[2] = 1;
@@ -322,8 +371,25 @@ static dswa_status export_kernel(int arch_idx, const dswa_kernel *kern, int32_t 
     out->grid[0] = "(N + 63) // 64";
     out->grid[1] = "H";
     out->grid[2] = "B";
-    /* copies target, reason and the window formulas into the module's allocation */
+    /* copies target, reason and the formulas with numbers into the module's allocation */
     return write_module(out, b->ptx, sm, out->ptx_isa_min_major, out->ptx_isa_min_minor);
+}
+
+/* Exports `kern` for a problem of B x N x H: as export_kernel, then every extra's value from
+   the launcher's `kargs` (op's struct) and the grid. */
+static dswa_status export_for(int arch_idx, const aot_op *op, const dswa_kernel *kern, int32_t wl, int32_t wr,
+                              int32_t rot_dims, const void *kargs, int32_t B, int32_t N, int32_t H,
+                              dswa_aot_info *out) {
+    dswa_status s = export_kernel(arch_idx, op, kern, wl, wr, rot_dims, out);
+    if (s) return s;
+    for (int i = 0; i < op->n_params; i++)
+        if (op->params[i].karg_offset >= 0)
+            memcpy(&out->params[i].value, (const char *)kargs + op->params[i].karg_offset, sizeof(int32_t));
+    out->grid_dims[0] = (unsigned)((N + DSWA_TILE - 1) / DSWA_TILE);
+    out->grid_dims[1] = (unsigned)H;
+    out->grid_dims[2] = (unsigned)B;
+    out->has_problem = 1;
+    return DSWA_OK;
 }
 
 static dswa_status finish(dswa_status s, dswa_aot_info *out) {
@@ -340,25 +406,58 @@ static dswa_status no_cuda(void) {
 
 #endif /* DSWA_HAVE_CUDA */
 
-/* ---- public functions ------------------------------------------------------------------- */
+/* ---- what the public functions share ------------------------------------------------------- */
+
+/* Zeroes *out and reads the target: the start of every export. */
+static dswa_status begin(const char *arch, dswa_aot_info *out, int *idx) {
+    if (!out) return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "out = NULL: must point to a dswa_aot_info");
+    memset(out, 0, sizeof *out);
+    return parse_arch(arch, idx);
+}
+
+static dswa_status check_windows(int32_t wl, int32_t wr) {
+    if ((wl < 0) != (wr < 0))
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "window_left = %d, window_right = %d: both must be >= 0 "
+                         "(or both negative: any window)", (int)wl, (int)wr);
+    return DSWA_OK;
+}
+
+/* Stand-in device addresses for validating a problem whose pointers TensorRT gives at run time
+   (never dereferenced): 256-byte aligned as TensorRT's are. Each call hands out the next one,
+   past `bytes` of the previous (< 0: unknown, validation refuses the problem), so that no two
+   overlap. */
+typedef struct standin { uintptr_t next; } standin;
+static const void *standin_take(standin *st, int64_t elems, size_t elem_size) {
+    const uintptr_t at = st->next;
+    uint64_t bytes = 0;
+    if (elems > 0 && __builtin_mul_overflow((uint64_t)elems, (uint64_t)elem_size, &bytes)) bytes = 0;
+    st->next = at + ((bytes + 255) & ~(uint64_t)255) + 256;
+    return (const void *)at;
+}
+
+static dswa_status check_nonempty(int32_t batch, int32_t seq_len) {
+    if (batch == 0 || seq_len == 0)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "batch = %d, seq_len = %d: an empty problem launches no kernel",
+                         batch, seq_len);
+    return DSWA_OK;
+}
+
+/* ---- the op --------------------------------------------------------------------------------- */
 
 dswa_status dswa_aot_kernel_window(const char *arch, dswa_dtype dtype, dswa_math math, int32_t window_left,
                                    int32_t window_right, dswa_aot_info *out) {
     int idx = 0;
     dswa_status s;
-    if (!out) return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "out = NULL: must point to a dswa_aot_info");
-    memset(out, 0, sizeof *out);
-    if ((s = parse_arch(arch, &idx)) || (s = check_dtype_math(dtype, math))) return s;
-    if ((window_left < 0) != (window_right < 0))
-        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "window_left = %d, window_right = %d: both must be >= 0 "
-                         "(or both negative: any window)", (int)window_left, (int)window_right);
+    if ((s = begin(arch, out, &idx)) || (s = check_dtype_math(dtype, math)) ||
+        (s = check_windows(window_left, window_right)))
+        return s;
 #ifdef DSWA_HAVE_CUDA
     const dswa_kernel *kern = dswa_kernel_pick(dtype, math, window_left, window_right);
     if (!kern)
         return dswa_fail(DSWA_ERR_UNSUPPORTED, "math = fp32: the fp32-accurate kernel is the band kernel only "
                          "(window_left + window_right <= %d); give the windows", DSWA_BAND_MAX_SPAN);
-    return finish(export_kernel(idx, kern, window_left < 0 ? -1 : window_left,
-                                window_left < 0 ? -1 : window_right, out), out);
+    return finish(export_kernel(idx, &diff_swa_op, kern, window_left < 0 ? -1 : window_left,
+                                window_left < 0 ? -1 : window_right, 0, out), out);
 #else
     return no_cuda();
 #endif
@@ -371,38 +470,23 @@ dswa_status dswa_aot_kernel(const char *arch, dswa_dtype dtype, dswa_math math, 
 dswa_status dswa_aot_kernel_for(const char *arch, const dswa_problem *p, dswa_aot_info *out) {
     int idx = 0;
     dswa_status s;
-    if (!out) return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "out = NULL: must point to a dswa_aot_info");
-    memset(out, 0, sizeof *out);
-    if ((s = parse_arch(arch, &idx))) return s;
+    if ((s = begin(arch, out, &idx))) return s;
     if (!p) return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "problem = NULL: must point to a dswa_problem");
-    /* Stand-in device addresses (never dereferenced): 256-byte aligned as TensorRT's are, the
-       output apart from the inputs so that validation's overlap check passes. */
-    const size_t es = dswa_dtype_size(p->dtype);
-    const int64_t ospan = dswa_view_span(p, &p->out, 1);
-    const uintptr_t obytes = ospan > 0 && es ? (uintptr_t)ospan * es : 0;
-    const uintptr_t out_addr = 4096, in_addr = out_addr + ((obytes + 4095) & ~(uintptr_t)255) + 256;
-    const void *o = (const void *)out_addr, *in = (const void *)in_addr;
-    if ((s = dswa_validate(p, in, in, in, o))) return s;
-    if ((s = check_dtype_math(p->dtype, p->math))) return s;
-    if (p->batch == 0 || p->seq_len == 0)
-        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "batch = %d, seq_len = %d: an empty problem launches no kernel",
-                         p->batch, p->seq_len);
+    /* the output first, the inputs (which may alias each other) after it */
+    standin st = {4096};
+    const void *o = standin_take(&st, dswa_view_span(p, &p->out, 1), dswa_dtype_size(p->dtype));
+    const void *in = standin_take(&st, 0, 0);
+    if ((s = dswa_validate(p, in, in, in, o)) || (s = check_dtype_math(p->dtype, p->math)) ||
+        (s = check_nonempty(p->batch, p->seq_len)))
+        return s;
 #ifdef DSWA_HAVE_CUDA
     /* Exactly what the library launches for this problem: the family follows the windows
        clamped to this N - 1 (dswa_aot_kernel_window picks for every N). */
     dswa_kargs a;
     const dswa_kernel *kern;
     if ((s = dswa_cuda_kargs(p, in, in, in, o, &a, &kern))) return s;
-    if ((s = export_kernel(idx, kern, p->window_left, p->window_right, out)))
-        return finish(s, out);
-    for (int i = 0; i < DSWA_KERNEL_ARG_COUNT; i++)
-        if (aot_params[i].karg_offset >= 0)
-            memcpy(&out->params[i].value, (const char *)&a + aot_params[i].karg_offset, sizeof(int32_t));
-    out->grid_dims[0] = (unsigned)((a.n + DSWA_TILE - 1) / DSWA_TILE);
-    out->grid_dims[1] = (unsigned)p->heads;
-    out->grid_dims[2] = (unsigned)p->batch;
-    out->has_problem = 1;
-    return DSWA_OK;
+    return finish(export_for(idx, &diff_swa_op, kern, p->window_left, p->window_right, 0, &a, p->batch, a.n,
+                             p->heads, out), out);
 #else
     return no_cuda();
 #endif
@@ -412,7 +496,7 @@ dswa_status dswa_aot_set_ptx_isa(dswa_aot_info *info, const char *isa) {
     int major = 0, minor = 0;
     dswa_status s;
     if (!info || !info->ptx || !info->kernel_name || !info->target || !info->family)
-        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "info: must be a dswa_aot_info filled by dswa_aot_kernel*");
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "info: must be a dswa_aot_info filled by dswa_aot_*");
     if ((s = parse_isa(isa, &major, &minor))) return s;
 #ifdef DSWA_HAVE_CUDA
     int sm = 0, ai = -1, tmajor = 0, tminor = 0;
@@ -420,8 +504,8 @@ dswa_status dswa_aot_set_ptx_isa(dswa_aot_info *info, const char *isa) {
         for (int i = 0; i < AOT_N_ARCHS; i++)
             if (aot_archs[i] == sm) ai = i;
     const dswa_aot_blob *b = ai < 0 ? NULL : find_blob(info->family, sm, info->kernel_name);
-    if (!b || dswa_ptx_isa_for_target(sm, &tmajor, &tminor))
-        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "info: must be a dswa_aot_info filled by dswa_aot_kernel*");
+    if (!b || !op_of(info) || dswa_ptx_isa_for_target(sm, &tmajor, &tminor))
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "info: must be a dswa_aot_info filled by dswa_aot_*");
     const int want = isa_num(major, minor);
     if (want < isa_num(tmajor, tminor))
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "ptx_isa = %s: too low for sm_%d, which PTX ISA %d.%d introduced "
@@ -448,11 +532,54 @@ dswa_status dswa_aot_set_ptx_isa(dswa_aot_info *info, const char *isa) {
 
 dswa_status dswa_aot_samel_kernel(const char *arch, dswa_dtype dtype, dswa_math math, int32_t window_left,
                                   int32_t window_right, int32_t rot_dims, dswa_aot_info *out) {
-    if (out) memset(out, 0, sizeof *out);
-    return dswa_fail(DSWA_ERR_UNSUPPORTED, "the fused SAME-L kernel's AOT export is not written yet");
+    int idx = 0;
+    dswa_status s;
+    if ((s = begin(arch, out, &idx)) || (s = check_dtype_math(dtype, math)) ||
+        (s = check_windows(window_left, window_right)))
+        return s;
+    if (rot_dims < 0 || rot_dims > DSWA_HEAD_DIM || rot_dims % 2)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "rot_dims = %d: must be even and in [0, head_dim = %d]",
+                         (int)rot_dims, DSWA_HEAD_DIM);
+#ifdef DSWA_HAVE_CUDA
+    const dswa_kernel *kern = dswa_samel_kernel_pick(dtype, math, window_left, window_right, rot_dims);
+    if (!kern) /* every valid dtype has a scalar entry */
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "dtype = %s: no fused SAME-L kernel", dswa_dtype_name(dtype));
+    return finish(export_kernel(idx, &samel_op, kern, window_left < 0 ? -1 : window_left,
+                                window_left < 0 ? -1 : window_right, rot_dims, out), out);
+#else
+    return no_cuda();
+#endif
 }
 
-dswa_status dswa_aot_samel_kernel_for(const char *arch, const dswa_samel_problem *p, dswa_aot_info *out) {
-    if (out) memset(out, 0, sizeof *out);
-    return dswa_fail(DSWA_ERR_UNSUPPORTED, "the fused SAME-L kernel's AOT export is not written yet");
+dswa_status dswa_aot_samel_kernel_for(const char *arch, const dswa_samel_problem *p0, dswa_aot_info *out) {
+    int idx = 0;
+    dswa_status s;
+    if ((s = begin(arch, out, &idx))) return s;
+    if (!p0) return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "problem = NULL: must point to a dswa_samel_problem");
+    /* The output first, then the norms' weights (the problem's own are not TensorRT's: stand-ins
+       replace them too), then the packed input. */
+    dswa_samel_problem p = *p0;
+    const dswa_problem op = dswa_samel_op_problem(&p);
+    standin st = {4096};
+    const void *o = standin_take(&st, dswa_view_span(&op, &op.out, 1), dswa_dtype_size(p.dtype));
+    dswa_samel_norm *const norms[2] = {&p.q_norm, &p.k_norm};
+    for (int i = 0; i < 2; i++) {
+        norms[i]->gamma = standin_take(&st, p.head_dim, sizeof(float));
+        norms[i]->beta = standin_take(&st, p.head_dim, sizeof(float));
+    }
+    const void *x = standin_take(&st, 0, 0);
+    if ((s = dswa_samel_validate(&p, x, o)) || (s = check_dtype_math(p.dtype, p.math)) ||
+        (s = check_nonempty(p.batch, p.seq_len)))
+        return s;
+#ifdef DSWA_HAVE_CUDA
+    /* exactly what dswa_samel_forward_cuda launches for this problem (the kernel chosen for the
+       windows clamped to this N - 1, as for the op) */
+    dswa_samel_kargs a;
+    const dswa_kernel *kern;
+    if ((s = dswa_cuda_samel_kargs(&p, x, o, &a, &kern))) return s;
+    return finish(export_for(idx, &samel_op, kern, p.window_left, p.window_right, p.rot_dims, &a, p.batch, a.n,
+                             p.heads, out), out);
+#else
+    return no_cuda();
+#endif
 }
