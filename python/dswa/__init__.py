@@ -1,13 +1,16 @@
 """dswa: differential sliding-window attention (the attention op of SAME-L), from Python.
 
     out = dswa.diff_swa(q, k, v)        # q, k: (B, N, 2H, D); v: (B, N, 2H, D) or (B, N, H, D)
+    out = dswa.samel_attention(x, q_gamma, q_beta, k_gamma, k_beta, q_alpha=a, k_alpha=b)
+                                        # the fused SAME-L block: x (B, N, 5*H*D) -> (B, N, H*D)
 
 For batch b, query i, output head h and pair p in {0, 1} (heads p*H + h of q, k, v):
 a_p = softmax_j(scale * <q_i, k_j>) v_j over i - window_left <= j <= i + window_right, and
 out[b, i, h] = a_0 - lam * a_1, accumulated in fp32. torch tensors run on the GPU (CUDA
 tensors, on the current stream) or the CPU; numpy arrays on the CPU. The computation is in
 libdswa.so, loaded with ctypes (see dswa._lib for where it is looked for); `dswa.trt` is the
-TensorRT plugin.
+TensorRT plugin, `dswa.samel` the drop-in for SAME-L's attention module, `dswa.onnx_samel`
+the ONNX rewrite to the fused block.
 """
 import sys
 
@@ -15,14 +18,14 @@ from . import _core, _lib
 from ._lib import LibraryNotFound, library_path
 
 __version__ = "0.1.0"
-__all__ = ["diff_swa", "prepare", "cuda_available", "library_path", "LibraryNotFound"]
+__all__ = ["diff_swa", "samel_attention", "prepare", "cuda_available", "library_path", "LibraryNotFound"]
 
 try:                                     # torch is optional: numpy works without it
     import torch as _torch_module
 except Exception:                        # not installed, or broken
     _torch_module = None
 _HAVE_OP = _torch_module is not None and hasattr(_torch_module.library, "custom_op")
-if _HAVE_OP:                             # registers dswa::diff_swa, dswa::diff_swa_out
+if _HAVE_OP:                             # registers dswa::diff_swa(_out), dswa::samel_attention(_out)
     from . import _torch  # noqa: F401
 
 
@@ -72,6 +75,45 @@ def prepare(q, k, v, *, out=None, heads=None, window=17, window_left=None, windo
         out = (q.new_empty((B, N, H, D)) if torch is not None and isinstance(q, torch.Tensor)
                else sys.modules["numpy"].empty((B, N, H, D), q.dtype))
     return _core.launcher(q, k, v, out, wl, wr, scale, lam, m, stream)
+
+
+def samel_attention(x, q_gamma, q_beta, k_gamma, k_beta, *, q_alpha, k_alpha, heads=None,
+                    window=17, window_left=None, window_right=None, scale=None, lam=1.0,
+                    rot_dims=None, base=10000.0, pos_offset=0, math="default", out=None):
+    """The fused SAME-L attention block (dswa_samel_forward_*); returns out (B, N, H*D).
+
+    x: the packed projection to_qkv(x), (B, N, 5*H*D) with chunks q, k, v, q_diff, k_diff in
+    that order (or a (B, N, 5, H, D) view), any strides, read in place. For every position i
+    and head: DyT y = gamma * tanh(alpha * x) + beta with (q_alpha, q_gamma, q_beta) for q and
+    q_diff and (k_alpha, k_gamma, k_beta) for k and k_diff; RoPE on y's first rot_dims dims
+    (default D // 2; base; non-interleaved rotate_half) at position pos_offset + i; then
+    diff_swa over pairs (q, q_diff) and (k, k_diff), both reading v; heads merged.
+    q_gamma ... k_beta: float32 (D,) contiguous, on x's device; q_alpha, k_alpha: numbers
+    (host floats: pass a cached value, not a tensor's .item(), inside torch.compile or a CUDA
+    graph). heads: checked against x's shape when given. window / window_left / window_right,
+    scale (default 1/sqrt(D)), lam, math as for diff_swa. out: (B, N, H*D) or (B, N, H, D),
+    x's dtype and device, any strides. torch tensors (CPU or CUDA: the current stream) or
+    numpy arrays (float32, float16). Errors as diff_swa's.
+    """
+    norms = (q_gamma, q_beta, k_gamma, k_beta)
+    B, N, H, D = _core.samel_check_args(x, norms, out, heads)
+    wl, wr, scale, lam, m, rot, base, pos, qa, ka = _core.samel_options(
+        D, window, window_left, window_right, scale, lam, math, rot_dims, base, pos_offset,
+        q_alpha, k_alpha)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        if _HAVE_OP:
+            if out is None:
+                return torch.ops.dswa.samel_attention(x, *norms, qa, ka, H, wl, wr, scale, lam,
+                                                      rot, base, pos, m)
+            torch.ops.dswa.samel_attention_out(x, *norms, out, qa, ka, H, wl, wr, scale, lam,
+                                               rot, base, pos, m)
+            return out
+        if out is None:
+            out = x.new_empty((B, N, H * D))
+    elif out is None:
+        out = sys.modules["numpy"].empty((B, N, H * D), x.dtype)
+    return _core.samel_launcher(x, norms, out, qa, ka, wl, wr, scale, lam, m, rot, base, pos)()
 
 
 def cuda_available():

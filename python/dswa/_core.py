@@ -135,3 +135,136 @@ def launcher(q, k, v, out, wl, wr, scale, lam, math, stream=None):
         return out
     run.problem = p  # keeps the struct alive with the closure
     return run
+
+
+# ---- the fused SAME-L block (dswa_samel_*) ---------------------------------------------------
+SAMEL_NORMS = ("q_gamma", "q_beta", "k_gamma", "k_beta")
+
+
+def samel_check_args(x, norms, out, heads):
+    """ValueError unless x is (B, N, 5*H*D) or (B, N, 5, H, D) (chunks q, k, v, q_diff, k_diff),
+    the four norm vectors (q_gamma, q_beta, k_gamma, k_beta) float32 (D,) of x's kind and device,
+    and out (if given) (B, N, H*D) or (B, N, H, D) of x's dtype and device. D is the norms'
+    length; H comes from x's shape (checked against `heads` when given). (B, N, H, D)."""
+    torch = sys.modules.get("torch")
+    is_torch = torch is not None and isinstance(x, torch.Tensor)
+    if is_torch:
+        kind = torch.Tensor
+    else:
+        try:
+            import numpy
+        except ImportError:
+            numpy = None
+        kind = numpy.ndarray if numpy else None
+        if kind is None or not isinstance(x, kind):
+            raise TypeError(f"dswa: x is a {type(x).__module__}.{type(x).__name__}: expected a "
+                            "torch.Tensor or a numpy.ndarray")
+    if _dtype_name(x) not in DTYPES:
+        raise ValueError(f"dswa: x.dtype = {x.dtype} is not supported: float32, float16 or "
+                         "bfloat16" + ("" if is_torch else " (numpy: float32 or float16)"))
+    if is_torch and x.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"dswa: tensors on {x.device} are not supported (cpu or cuda)")
+    named = list(zip(SAMEL_NORMS, norms)) + ([("out", out)] if out is not None else [])
+    for name, t in named:
+        if not isinstance(t, kind):
+            raise ValueError(f"dswa: x is a {kind.__module__}.{kind.__name__} but {name} is a "
+                             f"{type(t).__module__}.{type(t).__name__}")
+        if is_torch and t.device != x.device:
+            raise ValueError(f"dswa: {name} is on {t.device} but x on {x.device}")
+    for name, t in named[:4]:
+        if _dtype_name(t) != "float32":
+            raise ValueError(f"dswa: {name}.dtype = {t.dtype}: the norms' weights are float32")
+        if len(t.shape) != 1:
+            raise ValueError(f"dswa: {name} has shape {tuple(t.shape)}: expected (D,), one "
+                             "weight per head dim")
+    D = norms[0].shape[0]
+    for name, t in named[1:4]:
+        if t.shape[0] != D:
+            raise ValueError(f"dswa: {name} has shape {tuple(t.shape)} but q_gamma {(D,)}: "
+                             "all four norm vectors have D elements")
+    xs = tuple(x.shape)
+    if len(xs) == 5 and xs[2] == 5 and xs[4] == D:
+        B, N, _, H, _ = xs
+    elif len(xs) == 3 and D > 0 and xs[2] % (5 * D) == 0:
+        B, N, H = xs[0], xs[1], xs[2] // (5 * D)
+    else:
+        raise ValueError(f"dswa: x has shape {xs}: expected (B, N, 5*H*D) or (B, N, 5, H, D) "
+                         f"with D = {D} (the norms' length)")
+    if heads is not None and heads != H:
+        raise ValueError(f"dswa: heads = {heads} but x of shape {xs} with D = {D} has {H} heads")
+    if out is not None:
+        os_ = tuple(out.shape)
+        if os_ not in ((B, N, H * D), (B, N, H, D)):
+            raise ValueError(f"dswa: out has shape {os_}: expected (B, N, H*D) = "
+                             f"{(B, N, H * D)} or (B, N, H, D)")
+        if out.dtype != x.dtype:
+            raise ValueError(f"dswa: out.dtype = {out.dtype} but x.dtype = {x.dtype}: they must "
+                             "be the same")
+    return B, N, H, D
+
+
+def samel_out_shape(x, q_gamma):
+    """The fused block's output shape, (B, N, H*D), for x as samel_check_args takes it."""
+    s = tuple(x.shape)
+    return s[:2] + ((s[2] // 5,) if len(s) == 3 else (s[3] * s[4],))
+
+
+def samel_options(D, window, window_left, window_right, scale, lam, math, rot_dims, base,
+                  pos_offset, q_alpha, k_alpha):
+    """The block's settings with the defaults filled in (scale 1/sqrt(D), rot_dims D // 2):
+    (wl, wr, scale, lam, math code, rot_dims, base, pos_offset, q_alpha, k_alpha)."""
+    wl, wr, scale, lam, m = options(D, window, window_left, window_right, scale, lam, math)
+    rot = _int32("rot_dims", D // 2 if rot_dims is None else rot_dims)
+    pos = _int32("pos_offset", pos_offset)
+    vals = []
+    for name, a in (("base", base), ("q_alpha", q_alpha), ("k_alpha", k_alpha)):
+        try:
+            vals.append(float(a))
+        except (TypeError, ValueError):
+            raise ValueError(f"dswa: {name} = {a!r}: must be a number") from None
+    return (wl, wr, scale, lam, m, rot, vals[0], pos, vals[1], vals[2])
+
+
+def samel_launcher(x, norms, out, q_alpha, k_alpha, wl, wr, scale, lam, math, rot_dims, base,
+                   pos_offset, stream=None):
+    """A no-argument callable running the fused block on these arrays (numpy) or tensors
+    (torch, CPU or CUDA) with the problem and pointers built once; it returns `out`. CUDA: on
+    `stream`, by default torch's current stream of x's device at this call. The library checks
+    the settings (dswa_samel_validate) and says what it refuses."""
+    B, N, H, D = samel_check_args(x, norms, out, None)
+    for name, v in (("batch", B), ("seq_len", N), ("heads", H), ("head_dim", D)):
+        _int32(name, v)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        strides, ptr, cuda = (lambda t: t.stride()), (lambda t: t.data_ptr()), x.is_cuda
+    else:
+        if not out.flags.writeable:
+            raise ValueError("dswa: out is read-only")
+        strides, ptr, cuda = _numpy_strides, (lambda a: a.ctypes.data), False
+    for name, t in zip(SAMEL_NORMS, norms):
+        if D > 1 and strides(t)[0] != 1:
+            raise ValueError(f"dswa: {name} has stride {strides(t)[0]}: the library reads D "
+                             "consecutive floats (pass a contiguous vector)")
+    xs = strides(x)
+    if len(xs) == 3:
+        xs = (xs[0], xs[1], H * D * xs[2], D * xs[2], xs[2])
+    os_ = strides(out)
+    ol = (_lib.Layout(os_[0], os_[1], 0, D * os_[2], os_[2]) if len(os_) == 3
+          else _lib.Layout(os_[0], os_[1], 0, os_[2], os_[3]))
+    qg, qb, kg, kb = (ptr(t) for t in norms)
+    p = _lib.SamelProblem(B, N, H, D, wl, wr, scale, lam, DTYPES[_dtype_name(x)], math,
+                          _lib.SamelLayout(*xs), ol, rot_dims, base, pos_offset,
+                          _lib.SamelNorm(q_alpha, qg, qb), _lib.SamelNorm(k_alpha, kg, kb))
+    L = _lib.lib()
+    args = (ctypes.byref(p), ptr(x), ptr(out))
+    if cuda:
+        fwd = L.dswa_samel_forward_cuda
+        args += (torch.cuda.current_stream(x.device).cuda_stream if stream is None else stream,)
+    else:
+        fwd = L.dswa_samel_forward_cpu
+
+    def run():
+        _lib.check(fwd(*args))
+        return out
+    run.problem = p  # keeps the struct alive with the closure
+    return run

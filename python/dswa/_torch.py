@@ -1,4 +1,5 @@
-"""The torch.library custom ops dswa::diff_swa and dswa::diff_swa_out.
+"""The torch.library custom ops dswa::diff_swa and dswa::diff_swa_out (the op), and
+dswa::samel_attention and dswa::samel_attention_out (the fused SAME-L block).
 
 Registered with fake (meta) implementations, so torch.compile traces them without a graph
 break; the real implementation launches on torch's current stream, so they can be captured in
@@ -42,4 +43,54 @@ def diff_swa_out(q: Tensor, k: Tensor, v: Tensor, out: Tensor, window_left: int,
 
 @diff_swa_out.register_fake
 def _(q, k, v, out, window_left, window_right, scale, lam, math):
+    return None
+
+
+def _run_samel(x, norms, out, q_alpha, k_alpha, heads, window_left, window_right, scale, lam,
+               rot_dims, base, pos_offset, math):
+    _core.samel_check_args(x, norms, out, heads)
+    run = _core.samel_launcher(x, norms, out, q_alpha, k_alpha, window_left, window_right, scale,
+                               lam, math, rot_dims, base, pos_offset)
+    if x.is_cuda:
+        with torch.cuda.device(x.device):
+            run()
+    else:
+        run()
+
+
+@torch.library.custom_op("dswa::samel_attention", mutates_args=())
+def samel_attention(x: Tensor, q_gamma: Tensor, q_beta: Tensor, k_gamma: Tensor, k_beta: Tensor,
+                    q_alpha: float, k_alpha: float, heads: int, window_left: int,
+                    window_right: int, scale: float, lam: float, rot_dims: int, base: float,
+                    pos_offset: int, math: int) -> Tensor:
+    """The fused SAME-L block: out (B, N, H*D), contiguous, from the packed projection x
+    (B, N, 5*H*D) or (B, N, 5, H, D), any strides; the norms' weights float32 (D,)."""
+    norms = (q_gamma, q_beta, k_gamma, k_beta)
+    out = x.new_empty(_core.samel_out_shape(x, q_gamma))
+    _run_samel(x, norms, out, q_alpha, k_alpha, heads, window_left, window_right, scale, lam,
+               rot_dims, base, pos_offset, math)
+    return out
+
+
+@samel_attention.register_fake
+def _(x, q_gamma, q_beta, k_gamma, k_beta, q_alpha, k_alpha, heads, window_left, window_right,
+      scale, lam, rot_dims, base, pos_offset, math):
+    _core.samel_check_args(x, (q_gamma, q_beta, k_gamma, k_beta), None, heads)
+    return x.new_empty(_core.samel_out_shape(x, q_gamma))
+
+
+@torch.library.custom_op("dswa::samel_attention_out", mutates_args=("out",))
+def samel_attention_out(x: Tensor, q_gamma: Tensor, q_beta: Tensor, k_gamma: Tensor,
+                        k_beta: Tensor, out: Tensor, q_alpha: float, k_alpha: float, heads: int,
+                        window_left: int, window_right: int, scale: float, lam: float,
+                        rot_dims: int, base: float, pos_offset: int, math: int) -> None:
+    """The same, written into `out` ((B, N, H*D) or (B, N, H, D), any strides)."""
+    _run_samel(x, (q_gamma, q_beta, k_gamma, k_beta), out, q_alpha, k_alpha, heads, window_left,
+               window_right, scale, lam, rot_dims, base, pos_offset, math)
+
+
+@samel_attention_out.register_fake
+def _(x, q_gamma, q_beta, k_gamma, k_beta, out, q_alpha, k_alpha, heads, window_left,
+      window_right, scale, lam, rot_dims, base, pos_offset, math):
+    _core.samel_check_args(x, (q_gamma, q_beta, k_gamma, k_beta), out, heads)
     return None
