@@ -1,4 +1,5 @@
-"""TensorRT quick-deployable plugin (tensorrt.plugin) for the SAME-L attention op.
+"""TensorRT quick-deployable plugins (tensorrt.plugin): the SAME-L attention op, and the fused
+SAME-L attention block (below, "The fused block").
 
     import dswa.trt
     dswa.trt.register()                  # "samel::diff_attn_swa", window 17, scale 1/8, lambda 1
@@ -42,7 +43,24 @@ newest exported target not above the build GPU. PTX JIT-compiles forward, so an 
 other or several GPUs (hardware-compatible engines included) must be built with arch= the oldest
 GPU's target (e.g. "sm_80"); the default ties the engine's kernel to the build GPU's generation.
 
-This module imports without TensorRT; register() then raises RuntimeError.
+The fused block ("samel::samel_attention", register_samel()): DyT qk-norms, RoPE and the op in
+one kernel, from the to_qkv projection to the heads' output (dswa.h: dswa_samel_problem).
+
+    dswa.trt.register_samel()
+    cfg = dswa.trt.samel_config(q_alpha=0.83, k_alpha=1.1)     # the layer's own settings
+    layer = network.add_plugin(dswa.trt.samel_op(x, q_gamma, q_beta, k_gamma, k_beta, cfg))
+
+Inputs x (B, N, 5*H*D): chunks q, k, v, q_diff, k_diff, of float32, float16 or bfloat16; and
+q_gamma, q_beta, k_gamma, k_beta (D,) float32 whatever x is. Output (B, N, H*D) of x's dtype. H
+and D come from the shapes (x.shape[2] and D fixed at build time; B and N may be dynamic). Each
+layer's `config` attribute (str(samel_config(...)): windows, scale, lambda, math, rot_dims, base,
+pos_offset, q_alpha, k_alpha) is that layer's, checked by the library at build time: the alphas
+are learned per layer, so one registration serves every layer (and one ONNX op type every
+node). impl, arch, the AOT default and the checks are as for the op; the AOT kernel is
+dswa_aot_samel_kernel's for the layer's windows, rot_dims, dtype and math (band or scalar).
+pos_offset is a build-time constant of the layer (TensorRT's extras are shape expressions).
+
+This module imports without TensorRT; register() and register_samel() then raise RuntimeError.
 """
 import ctypes
 import functools
@@ -83,7 +101,7 @@ def _short(x):
     for digits in range(1, 10):
         s = f"{x:.{digits}g}"
         if _f32(float(s)) == x:
-            return s
+            return str(int(x)) if "e+" in s and x == int(x) and abs(x) < 1e16 else s
     return repr(x)
 
 
@@ -157,6 +175,9 @@ def attrs(plugin_id=PLUGIN_ID):
     """The `config` attribute value for layers of `plugin_id` (registered first)."""
     if plugin_id not in _registered:
         raise ValueError(f"dswa.trt: {plugin_id} is not registered (dswa.trt.register first)")
+    if _registered[plugin_id][0] == "samel":
+        raise ValueError(f"dswa.trt: {plugin_id} is the fused block's plugin: each layer carries "
+                         "its own settings, str(dswa.trt.samel_config(...))")
     return str(_registered[plugin_id][0])
 
 
@@ -310,6 +331,27 @@ def _register_all(trtp, plugin_id, impl, key, desc, jit, make_aot, autotune):
         _unregister(trtp, plugin_id)
         raise
     _registered[plugin_id] = key
+
+
+def _aot_result(trtp, plugin_id, kernel, extras, grid, at_max):
+    """aot_impl's (name, PTX, launch, extras) for `kernel` with these symbolic extras and grid.
+    When every one folds to a constant (fixed shapes), they are compared with the library's
+    own values for the profile's maximum, at_max (dswa_aot_*kernel_for): they must agree."""
+    launch = trtp.KernelLaunchParams()
+    launch.grid_x, launch.grid_y, launch.grid_z = grid
+    launch.block_x, launch.block_y, launch.block_z = kernel.block
+    launch.shared_mem = kernel.dynamic_shared_bytes   # its shared memory is static
+    extra = trtp.SymIntExprs(len(extras))
+    for i, x in enumerate(extras):
+        extra[i] = trtp.SymInt32(x)
+    if all(isinstance(x, int) or x.is_constant for x in extras + list(grid)):
+        vals = [x if isinstance(x, int) else x.constant_value() for x in extras]
+        g = tuple(x if isinstance(x, int) else x.constant_value() for x in grid)
+        if vals != at_max.values or g != at_max.grid_dims:
+            raise RuntimeError(f"dswa.trt: {plugin_id}: the launch from the formulas "
+                               f"({vals}, grid {g}) differs from the library's "
+                               f"({at_max.values}, grid {at_max.grid_dims})")
+    return kernel.name, kernel.ptx, launch, extra
 
 
 def _fixed(d):
@@ -470,21 +512,219 @@ def register(plugin_id=PLUGIN_ID, window=17, *, window_left=None, window_right=N
             s = q_bat.shape_expr
             env = {"B": s[0], "N": s[1], "H": H, "D": D, "scale": sc, "lambda_": cfg.lam}
             extras, grid = kernel.launch(env, shared, lift=trtp.ShapeExpr, minimum=trtp.min)
-            launch = trtp.KernelLaunchParams()
-            launch.grid_x, launch.grid_y, launch.grid_z = grid
-            launch.block_x, launch.block_y, launch.block_z = kernel.block
-            launch.shared_mem = kernel.dynamic_shared_bytes   # its shared memory is static
-            extra = trtp.SymIntExprs(len(extras))
-            for i, x in enumerate(extras):
-                extra[i] = trtp.SymInt32(x)
-            if all(isinstance(x, int) or x.is_constant for x in extras + list(grid)):
-                vals = [x if isinstance(x, int) else x.constant_value() for x in extras]
-                g = tuple(x if isinstance(x, int) else x.constant_value() for x in grid)
-                if vals != at["max"].values or g != at["max"].grid_dims:   # fixed shape: compare
-                    raise RuntimeError(f"dswa.trt: {plugin_id}: the launch from the formulas "
-                                       f"({vals}, grid {g}) differs from the library's "
-                                       f"({at['max'].values}, grid {at['max'].grid_dims})")
-            return kernel.name, kernel.ptx, launch, extra
+            return _aot_result(trtp, plugin_id, kernel, extras, grid, at["max"])
+        return aot
+
+    _register_all(trtp, plugin_id, impl, key, desc, jit, make_aot, autotune)
+
+
+# ---- the fused SAME-L block: samel::samel_attention -------------------------------------------
+SAMEL_PLUGIN_ID = "samel::samel_attention"
+SAMEL_INPUTS = ("x", "q_gamma", "q_beta", "k_gamma", "k_beta")
+# x and the output one dtype ('|': chosen together), the four norm weights fp32 always.
+SAMEL_AUTOTUNE_TYPES = ", ".join(["FP32|FP16|BF16"] + ["FP32"] * 4 + ["FP32|FP16|BF16"])
+# Stand-in device addresses of the norm weights for the library's checks of a size (never
+# dereferenced; at the top of the address space, clear of the export's own stand-ins).
+_WEIGHT_STANDINS = tuple(2 ** 64 - 2 ** 20 + i * 4096 for i in range(4))
+
+
+class SamelConfig(namedtuple("SamelConfig", "window_left window_right scale lam math rot_dims "
+                                            "base pos_offset q_alpha k_alpha")):
+    """The fused block's settings; scale None: 1/sqrt(D). str() is the `config` attribute,
+    samel_parse() reads it back exactly (floats are fp32 values, written exactly)."""
+
+    def __str__(self):
+        sc = "default" if self.scale is None else _short(self.scale)
+        return (f"window_left={self.window_left};window_right={self.window_right};"
+                f"scale={sc};lambda={_short(self.lam)};math={self.math};"
+                f"rot_dims={self.rot_dims};base={_short(self.base)};"
+                f"pos_offset={self.pos_offset};q_alpha={_short(self.q_alpha)};"
+                f"k_alpha={_short(self.k_alpha)}")
+
+
+def _samel_problem(c, B, N, H, D, dtype):
+    """The dswa_samel_problem of settings c for contiguous x (B, N, 5*H*D) and out (B, N, H*D);
+    the norm weights' pointers are left NULL."""
+    p = _lib.lib().dswa_samel_problem_default(B, N, H)
+    hd = H * D
+    p.head_dim = D
+    p.qkv = _lib.SamelLayout(N * 5 * hd, 5 * hd, hd, D, 1)
+    p.out = _lib.Layout(N * hd, hd, 0, D, 1)
+    p.window_left, p.window_right = c.window_left, c.window_right
+    p.scale = (D ** -0.5 if D > 0 else 1.0) if c.scale is None else c.scale
+    p.lambda_, p.dtype, p.math = c.lam, dtype, _lib.MATH[c.math]
+    p.rot_dims, p.rope_base, p.pos_offset = c.rot_dims, c.base, c.pos_offset
+    p.q_norm.alpha, p.k_norm.alpha = c.q_alpha, c.k_alpha
+    return p
+
+
+def samel_config(window=17, *, window_left=None, window_right=None, scale=None, lam=1.0,
+                 math="default", rot_dims=32, base=10000.0, pos_offset=0, q_alpha=1.0,
+                 k_alpha=1.0):
+    """The fused block's settings, checked by the library (dswa_samel_validate: its messages).
+    The op's (windows, scale: None is 1/sqrt(D), lam, math), then RoPE's (rot_dims: leading
+    dims rotated, base, pos_offset: the position of row 0) and the DyT norms' alphas (q_norm's
+    for q and q_diff, k_norm's for k and k_diff). SAME-L: the defaults, with the layer's
+    learned alphas."""
+    wl, wr = _windows(window, window_left, window_right)
+    c = SamelConfig(wl, wr, _check_number("scale", scale, none_ok=True),
+                    _check_number("lam", lam), _check_math(math), _check_int("rot_dims", rot_dims),
+                    _check_number("base", base), _check_int("pos_offset", pos_offset),
+                    _check_number("q_alpha", q_alpha), _check_number("k_alpha", k_alpha))
+    p = _samel_problem(c, 0, 1, 1, 64, _lib.F32)   # empty: the fields only, no pointer
+    _lib.check(_lib.lib().dswa_samel_validate(ctypes.byref(p), None, None))
+    return c
+
+
+def samel_parse(text):
+    """The SamelConfig in a `config` attribute (str(SamelConfig)); ValueError naming what is
+    wrong (the library's message for a value it refuses)."""
+    f = _fields(text, SamelConfig._fields[:3] + ("lambda",) + SamelConfig._fields[4:])
+    try:
+        kw = {k: int(f[k]) for k in ("window_left", "window_right", "rot_dims", "pos_offset")}
+        kw.update({k: float(f[k]) for k in ("base", "q_alpha", "k_alpha")})
+        kw["scale"] = None if f["scale"] == "default" else float(f["scale"])
+        kw["lam"] = float(f["lambda"])
+    except ValueError as e:
+        raise ValueError(f"dswa.trt: config = {text!r}: {e}") from None
+    return samel_config(math=f["math"], **kw)
+
+
+def samel_op(x, q_gamma, q_beta, k_gamma, k_beta, config=None, plugin_id=SAMEL_PLUGIN_ID):
+    """trtp.op.<ns>.<name>(x, q_gamma, q_beta, k_gamma, k_beta, config=...): for
+    network.add_plugin. config: a SamelConfig, its string, or None (SAME-L's defaults)."""
+    import tensorrt.plugin as trtp
+    text = str(samel_config() if config is None else
+               samel_parse(config) if isinstance(config, str) else config)
+    ns, name = plugin_id.split("::")
+    return getattr(getattr(trtp.op, ns), name)(x, q_gamma, q_beta, k_gamma, k_beta, config=text)
+
+
+@functools.lru_cache(maxsize=None)
+def _samel_kernel(arch, dtype, window_left, window_right, rot_dims, math):
+    return _lib.aot_samel_kernel(arch, dtype, window_left, window_right, rot_dims, math)
+
+
+def register_samel(plugin_id=SAMEL_PLUGIN_ID, *, arch=None, impl="aot"):
+    """Register `plugin_id` ("namespace::name") for the fused SAME-L block with tensorrt.plugin.
+
+    Inputs x (B, N, 5*H*D) of float32, float16 or bfloat16 (the to_qkv projection: chunks q, k,
+    v, q_diff, k_diff), and q_gamma, q_beta, k_gamma, k_beta (D,) float32; output (B, N, H*D)
+    of x's dtype. Each layer carries its settings in its `config` attribute (samel_config(),
+    samel_op()): the alphas are per-layer weights, so one registration serves every layer.
+    arch and impl as for register(); registration is likewise all or nothing, and registering
+    the same id again with the same arguments does nothing."""
+    if impl not in IMPLS:
+        raise ValueError(f"dswa.trt: impl = {impl!r}: expected one of {', '.join(IMPLS)}")
+    key = ("samel", arch, impl)
+    if _already(plugin_id, key):
+        return
+    trt, trtp = _tensorrt(impl)
+    if impl != "jit":        # the build exports the fused kernel for this target
+        _samel_kernel(_probe_arch(arch), _lib.F16, 17, 17, 32, "default")
+
+    def check_types(*ts):
+        names = [getattr(t.dtype, "name", str(t.dtype)) for t in ts]
+        if names[0] not in DTYPES:
+            raise ValueError(f"dswa.trt: {plugin_id}: x is {names[0]}: must be float32 (FLOAT), "
+                             "float16 (HALF) or bfloat16 (BF16)")
+        for n, got in zip(SAMEL_INPUTS[1:], names[1:]):
+            if got != "FLOAT":
+                raise ValueError(f"dswa.trt: {plugin_id}: {n} is {got}: the norm weights must be "
+                                 "float32 (FLOAT) whatever x's dtype")
+        return DTYPES[names[0]]
+
+    def check_shapes(*ts):
+        for n, t, want in zip(SAMEL_INPUTS, ts, ("3, (B, N, 5 * H * D)",) + ("1, (D,)",) * 4):
+            if len(t.shape_expr) != int(want[0]):
+                raise ValueError(f"dswa.trt: {plugin_id}: {n} has rank {len(t.shape_expr)}: "
+                                 f"must be {want}")
+        if ts[0].shape_expr[0].is_fake:
+            return None
+        D = _fixed(ts[1].shape_expr[0])
+        if D is None or D <= 0:
+            raise ValueError(f"dswa.trt: {plugin_id}: q_gamma.shape[0] (D) = {_show(D)}: must be "
+                             "> 0 and fixed at build time")
+        for n, t in zip(SAMEL_INPUTS[2:], ts[2:]):
+            d = _fixed(t.shape_expr[0])
+            if d != D:
+                raise ValueError(f"dswa.trt: {plugin_id}: {n}.shape[0] = {_show(d)} but "
+                                 f"q_gamma.shape[0] = {D}: must be equal (D)")
+        c = _fixed(ts[0].shape_expr[2])
+        if c is None or c <= 0 or c % (5 * D):
+            raise ValueError(f"dswa.trt: {plugin_id}: x.shape[2] = {_show(c)}: must be 5 * H * D "
+                             f"(D = {D}), a positive multiple of {5 * D} fixed at build time")
+        return c // (5 * D), D
+
+    def desc(x: trtp.TensorDesc, q_gamma: trtp.TensorDesc, q_beta: trtp.TensorDesc,
+             k_gamma: trtp.TensorDesc, k_beta: trtp.TensorDesc, config: str) -> trtp.TensorDesc:
+        samel_parse(config)
+        ts = (x, q_gamma, q_beta, k_gamma, k_beta)
+        check_types(*ts)
+        check_shapes(*ts)
+        s = x.shape_expr
+        return trtp.from_shape_expr((s[0], s[1], s[2] // 5), dtype=x.dtype)
+
+    def autotune(x: trtp.TensorDesc, q_gamma: trtp.TensorDesc, q_beta: trtp.TensorDesc,
+                 k_gamma: trtp.TensorDesc, k_beta: trtp.TensorDesc,
+                 outputs: Tuple[trtp.TensorDesc]) -> List[trtp.AutoTuneCombination]:
+        return [trtp.AutoTuneCombination(SAMEL_AUTOTUNE_TYPES, "LINEAR")]
+
+    def jit(x: trtp.Tensor, q_gamma: trtp.Tensor, q_beta: trtp.Tensor, k_gamma: trtp.Tensor,
+            k_beta: trtp.Tensor, config: str, outputs: Tuple[trtp.Tensor], stream: int) -> None:
+        stats["jit"] += 1
+        c = samel_parse(config)     # the engine's settings, as serialized with it
+        ts = (x, q_gamma, q_beta, k_gamma, k_beta)
+        dt = check_types(*ts)
+        B, N, C = tuple(x.shape)
+        D = tuple(q_gamma.shape)[0]
+        H = C // (5 * D)
+        p = _samel_problem(c, B, N, H, D, dt)
+        xs, os_ = tuple(x.strides), tuple(outputs[0].strides)
+        p.qkv = _lib.SamelLayout(xs[0], xs[1], H * D * xs[2], D * xs[2], xs[2])
+        p.out = _lib.Layout(os_[0], os_[1], 0, D * os_[2], os_[2])
+        p.q_norm.gamma, p.q_norm.beta = q_gamma.data_ptr, q_beta.data_ptr
+        p.k_norm.gamma, p.k_norm.beta = k_gamma.data_ptr, k_beta.data_ptr
+        _lib.check(_lib.lib().dswa_samel_forward_cuda(ctypes.byref(p), x.data_ptr,
+                                                      outputs[0].data_ptr, stream))
+
+    def make_aot():   # its annotations name classes that only TensorRT 10.9+ has
+        def aot(x: trtp.TensorDesc, q_gamma: trtp.TensorDesc, q_beta: trtp.TensorDesc,
+                k_gamma: trtp.TensorDesc, k_beta: trtp.TensorDesc, config: str,
+                outputs: Tuple[trtp.TensorDesc], tactic: int
+                ) -> Tuple[Union[str, bytes], Union[str, bytes], trtp.KernelLaunchParams,
+                           trtp.SymIntExprs]:
+            stats["aot"] += 1
+            c = samel_parse(config)
+            ts = (x, q_gamma, q_beta, k_gamma, k_beta)
+            dt = check_types(*ts)
+            if outputs[0].dtype != x.dtype:
+                raise ValueError(f"dswa.trt: {plugin_id}: the output is {outputs[0].dtype}, x is "
+                                 f"{x.dtype}: must be the same")
+            H, D = check_shapes(*ts)
+            a = arch or device_arch()
+            at = {}
+            for which, dims in zip(("min", "max"), _profile(x)[::2]):
+                B, N = dims[0], dims[1]
+                if max(B, N) >= 2 ** 31:
+                    raise ValueError(f"dswa.trt: {plugin_id}: the profile's {which} has B = {B}, "
+                                     f"N = {N}: the kernels take B and N as int32")
+                p = _samel_problem(c, B, N, H, D, dt)
+                p.q_norm.gamma, p.q_norm.beta, p.k_norm.gamma, p.k_norm.beta = _WEIGHT_STANDINS
+                where = f"at the profile's {which} (B = {B}, N = {N}, H = {H}, D = {D})"
+                try:       # the library's checks for this size (empty, int32 extras, head_dim ...)
+                    at[which] = _lib.aot_samel_kernel_for(a, p)
+                except ValueError as e:
+                    raise ValueError(f"dswa.trt: {plugin_id}: {where}: {e}") from None
+            kernel = _samel_kernel(a, dt, c.window_left, c.window_right, c.rot_dims, c.math)
+            s = x.shape_expr
+            # every name the library's formulas may use (dswa.h: dswa_aot_samel_kernel)
+            env = {"B": s[0], "N": s[1], "H": H, "D": D, "WL": c.window_left,
+                   "WR": c.window_right, "scale": D ** -0.5 if c.scale is None else c.scale,
+                   "lambda_": c.lam, "ROT": c.rot_dims, "base": c.base, "POS": c.pos_offset,
+                   "q_alpha": c.q_alpha, "k_alpha": c.k_alpha}
+            extras, grid = kernel.launch(env, False, lift=trtp.ShapeExpr, minimum=trtp.min)
+            return _aot_result(trtp, plugin_id, kernel, extras, grid, at["max"])
         return aot
 
     _register_all(trtp, plugin_id, impl, key, desc, jit, make_aot, autotune)
