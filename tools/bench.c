@@ -3,7 +3,10 @@
    rows. On the GPU a row is timed as an engine runs it: a CUDA graph of GRAPH_CALLS
    back-to-back calls on the same buffers, replayed; and beside it the fastest same-size copy
    (the same bytes read + written, cudaMemcpyAsync or our own copy kernel) timed the same
-   way, hot and with the inputs rotated over buffers that exceed the L2 (cold). */
+   way, hot and with the inputs rotated over buffers that exceed the L2 (cold).
+   `--op samel` times the fused SAME-L block (dswa_samel_*) the same way, beside the same-size
+   copy of its bytes and, from a comparator file (bench/compare.py --op samel), the compiled
+   PyTorch prologue + the op that it replaces. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
@@ -37,8 +40,23 @@
 enum { V_BOTH = 0, V_FULL = 1, V_SHARED = 2 };
 enum { ROW_OK = 0, ROW_FAIL, ROW_UNSUPPORTED, ROW_ERROR };
 enum { COLD_AUTO = 0, COLD_ALL, COLD_NONE };
+enum { OP_DIFF_SWA = 0, OP_SAMEL };
+
+/* The fused block's goals (issue 18), on the GPU: (a) at least this % of the same-size copy;
+   (b) at least samel_goal_ratio(dtype) x faster than the compiled prologue + op. */
+#define SAMEL_GOAL_PCT_COPY 85.0
+#define SAMEL_ROT_DIMS 32     /* SAME-L's RoPE: the first 32 of the 64 dims */
+#define SAMEL_Q_ALPHA 0.75f   /* DyT alphas of the bench's inputs: unequal, so a swap shows */
+#define SAMEL_K_ALPHA 1.25f
+#define PROLOGUE_TOOL "bench/compare.py --op samel"   /* the comparator file's "tool" */
+#define MAX_JSON_BYTES (16u << 20)
+
+typedef struct prologue_file prologue_file;
 
 typedef struct bench_opts {
+    int op;                     /* OP_DIFF_SWA or OP_SAMEL */
+    const char *prologue_path;  /* samel: the comparator file, or NULL */
+    prologue_file *prologue;    /* its contents, read before anything runs */
     cli_backend backend;
     int64_t n[MAX_SHAPES];      /* sequence lengths */
     int64_t l[MAX_SHAPES];      /* latent frames, or -1 when given as N */
@@ -76,6 +94,11 @@ typedef struct bench_row {
     double gbs, pct_floor, pct_copy, gflops, gflops_core;
     double rel_err, max_abs, tol;
     int64_t unwritten;
+    /* samel: the kernel (GPU), and the compiled prologue + op from the comparator file */
+    const char *kernel;
+    double cmp_prologue_ms, cmp_op_ms, cmp_both_ms;
+    double vs_cmp;                      /* cmp_both_ms / time_ms */
+    char cmp_msg[200];                  /* why there is no comparison, when there is none */
 } bench_row;
 
 /* The fastest copy of a size, kept for the rows that move the same bytes (f16 and bf16). */
@@ -146,7 +169,21 @@ static const char bench_help_text[] =
     "buffer sets that the data of one use has left the L2 before the next (more than 2 x L2 in\n"
     "between).\n"
     "\n"
+    "--op samel times the fused SAME-L block instead (dswa_samel_forward_*: DyT, RoPE on 32\n"
+    "dims and the op with V shared, from the packed projection (B, N, 5*H*D) to (B, N, H*D)),\n"
+    "one row per shape and dtype, in the same kind of graph, beside the same-size copy of its\n"
+    "bytes (dswa_samel_min_bytes: the input read once, the output written once); its check is\n"
+    "the float64 reference of the block on the sampled rows (DyT and RoPE in double, rounded to\n"
+    "the dtype as dswa.h says, then the op's reference). Further columns:\n"
+    "  p+op_ms  the compiled PyTorch prologue (DyT + RoPE + cat) + dswa's op on its output,\n"
+    "           per call, from --prologue FILE (bench/compare.py --op samel, same machine)\n"
+    "  x p+op   p+op_ms / time_ms\n"
+    "Goals (GPU): %copy >= 85 %; x p+op >= 3.5 (f32), >= 4.5 (bf16); a row below one says so.\n"
+    "\n"
     "options:\n"
+    "  --op diff_swa|samel  the op (default diff_swa), or the fused SAME-L block\n"
+    "  --prologue FILE  (--op samel) the comparator's JSON from bench/compare.py --op samel\n"
+    "                  (it needs torch); without it the p+op columns say why they are empty\n"
     "  --backend auto|cuda|cpu  auto (default): cuda when a device is usable, else cpu\n"
     "  --L LIST        latent frames, comma-separated (default 256,1292,4096); N = 17*L;\n"
     "                  may be repeated (the lists add up)\n"
@@ -154,12 +191,12 @@ static const char bench_help_text[] =
     "  --dtype LIST    f32,f16,bf16 or all (default all)\n"
     "  --math M        default|tf32|fp32 for f32 (default: default, i.e. TF32 on the GPU)\n"
     "  --v both|full|shared  V as 2H heads (full), shared (pair stride 0, H heads), or both\n"
-    "                  (default both)\n"
+    "                  (default both); not with --op samel (its V is shared)\n"
     "  --window W      window of W positions each side (default 17)\n"
     "  --window-left L, --window-right R   windows of each side (together, instead of\n"
     "                  --window)\n"
     "  --cold auto|all|none  rows also timed cold (GPU); auto (default): L <= 256, or rows\n"
-    "                  whose bytes are under 8 x L2\n"
+    "                  whose bytes are under 8 x L2; not with --op samel (no cold rows)\n"
     "  --repeats R     GPU: timed graph replays per row (default 10); CPU: calls per row\n"
     "                  (default: at least 10 calls and 2 s; at most 200, or 5 once 30 s\n"
     "                  have passed)\n"
@@ -214,7 +251,7 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
     const char *cmd = "bench", *v = NULL;
     const char *backend = NULL, *dtype = NULL, *math = NULL, *vlay = NULL, *w = NULL,
                *wl = NULL, *wr = NULL, *cold = NULL, *repeats = NULL, *warmup = NULL,
-               *rows = NULL, *seed = NULL;
+               *rows = NULL, *seed = NULL, *op = NULL, *prologue = NULL;
     int64_t ls[MAX_SHAPES], ns[MAX_SHAPES];
     int nl = 0, nn = 0, r, json_seen = 0;
     memset(o, 0, sizeof *o);
@@ -241,7 +278,9 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
             if (r < 0) return 2;
             if (json_seen++) return cli_usage_error(cmd, "--json given twice: give it once");
             o->json = 1;
-        } else if ((r = cli_opt_once(cmd, argc, argv, &i, "--backend", &backend)) ||
+        } else if ((r = cli_opt_once(cmd, argc, argv, &i, "--op", &op)) ||
+                   (r = cli_opt_once(cmd, argc, argv, &i, "--prologue", &prologue)) ||
+                   (r = cli_opt_once(cmd, argc, argv, &i, "--backend", &backend)) ||
                    (r = cli_opt_once(cmd, argc, argv, &i, "--dtype", &dtype)) ||
                    (r = cli_opt_once(cmd, argc, argv, &i, "--math", &math)) ||
                    (r = cli_opt_once(cmd, argc, argv, &i, "--v", &vlay)) ||
@@ -260,6 +299,21 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
             return cli_usage_error(cmd, "unexpected argument '%s'", a);
         }
     }
+    if (op) {
+        if (!strcmp(op, "diff_swa")) o->op = OP_DIFF_SWA;
+        else if (!strcmp(op, "samel")) o->op = OP_SAMEL;
+        else return cli_usage_error(cmd, "--op: '%s' is not diff_swa or samel", op);
+    }
+    /* What applies to one op only is refused for the other, not silently ignored. */
+    if (o->op == OP_SAMEL && vlay)
+        return cli_usage_error(cmd, "--v applies to --op diff_swa only (the fused block's V is "
+                               "shared)");
+    if (o->op == OP_SAMEL && cold)
+        return cli_usage_error(cmd, "--cold applies to --op diff_swa only (--op samel has no "
+                               "cold rows)");
+    if (o->op != OP_SAMEL && prologue)
+        return cli_usage_error(cmd, "--prologue applies to --op samel only");
+    o->prologue_path = prologue;
     if (backend && cli_parse_backend(backend, &o->backend))
         return cli_usage_error(cmd, "--backend: '%s' is not auto, cuda or cpu", backend);
     if (dtype && cli_parse_dtypes(dtype, o->dtypes))
@@ -300,6 +354,419 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
         o->n[o->nshapes++] = ns[i];
     }
     return 0;
+}
+
+/* ---- the comparator file of --op samel -------------------------------------------------- */
+/* bench/compare.py --op samel writes the compiled prologue + op times as JSON; this reads it:
+   a small JSON reader (the whole grammar, numbers by strtod, \u escapes to UTF-8) into a tree,
+   then the fields the rows need, each checked against this bench's settings. */
+
+typedef struct jv jv;
+struct jv {
+    char type;          /* 'z' null, 'b' bool, 'd' number, 's' string, 'a' array, 'o' object */
+    double num;         /* 'd'; 'b': 0 or 1 */
+    char *str;          /* 's' */
+    int n;              /* 'a', 'o': items */
+    jv *items;
+    char **keys;        /* 'o' */
+};
+
+typedef struct jparser {
+    const char *s, *begin, *end;
+    const char *err;    /* the first error, and where */
+    size_t at;
+} jparser;
+
+static void jv_free(jv *v) {
+    for (int i = 0; i < v->n; i++) {
+        jv_free(&v->items[i]);
+        if (v->keys) free(v->keys[i]);
+    }
+    free(v->items);
+    free(v->keys);
+    free(v->str);
+    memset(v, 0, sizeof *v);
+}
+
+static int jfail(jparser *p, const char *what) {
+    if (!p->err) {
+        p->err = what;
+        p->at = (size_t)(p->s - p->begin);
+    }
+    return -1;
+}
+
+static void jskip(jparser *p) {
+    while (p->s < p->end && (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r'))
+        p->s++;
+}
+
+static int jputc(char **b, size_t *len, size_t *cap, char ch) {
+    if (*len + 2 > *cap) {
+        char *nb = realloc(*b, *cap * 2);
+        if (!nb) return -1;
+        *b = nb;
+        *cap *= 2;
+    }
+    (*b)[(*len)++] = ch;
+    (*b)[*len] = '\0';
+    return 0;
+}
+
+static int jhex4(jparser *p, unsigned *u) {
+    *u = 0;
+    for (int i = 0; i < 4; i++, p->s++) {
+        const char ch = p->s < p->end ? *p->s : '\0';
+        const int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 :
+                      ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+        if (d < 0) return jfail(p, "a \\u escape without 4 hex digits");
+        *u = *u * 16 + (unsigned)d;
+    }
+    return 0;
+}
+
+static int jstring(jparser *p, char **out) {
+    size_t len = 0, cap = 32;
+    char *b = malloc(cap);
+    if (!b) return jfail(p, "out of memory");
+    b[0] = '\0';
+    p->s++;   /* the opening quote */
+    for (;;) {
+        if (p->s >= p->end) goto bad_end;
+        unsigned char ch = (unsigned char)*p->s++;
+        if (ch == '"') break;
+        if (ch < 0x20) {
+            free(b);
+            return jfail(p, "a control character in a string");
+        }
+        if (ch == '\\') {
+            if (p->s >= p->end) goto bad_end;
+            const char e = *p->s++;
+            unsigned u = 0;
+            switch (e) {
+            case '"': case '\\': case '/': ch = (unsigned char)e; break;
+            case 'b': ch = '\b'; break;
+            case 'f': ch = '\f'; break;
+            case 'n': ch = '\n'; break;
+            case 'r': ch = '\r'; break;
+            case 't': ch = '\t'; break;
+            case 'u':
+                if (jhex4(p, &u)) {
+                    free(b);
+                    return -1;
+                }
+                if (u >= 0xD800 && u <= 0xDFFF) u = '?';   /* surrogates: not needed here */
+                if (u >= 0x80) {   /* UTF-8 of a code point below 0x10000 */
+                    int bad = 0;
+                    if (u >= 0x800) {
+                        bad |= jputc(&b, &len, &cap, (char)(0xE0 | (u >> 12)));
+                        bad |= jputc(&b, &len, &cap, (char)(0x80 | ((u >> 6) & 0x3F)));
+                    } else {
+                        bad |= jputc(&b, &len, &cap, (char)(0xC0 | (u >> 6)));
+                    }
+                    bad |= jputc(&b, &len, &cap, (char)(0x80 | (u & 0x3F)));
+                    if (bad) goto oom;
+                    continue;
+                }
+                ch = (unsigned char)u;
+                break;
+            default:
+                free(b);
+                return jfail(p, "an unknown escape in a string");
+            }
+        }
+        if (jputc(&b, &len, &cap, (char)ch)) goto oom;
+    }
+    *out = b;
+    return 0;
+bad_end:
+    free(b);
+    return jfail(p, "an unterminated string");
+oom:
+    free(b);
+    return jfail(p, "out of memory");
+}
+
+static int jvalue(jparser *p, jv *v, int depth);
+
+/* Appends an item (and its key, taken over) to an array or object. */
+static int jappend(jparser *p, jv *v, char *key) {
+    jv *items = realloc(v->items, sizeof(jv) * (size_t)(v->n + 1));
+    if (!items) {
+        free(key);
+        return jfail(p, "out of memory");
+    }
+    v->items = items;
+    memset(&v->items[v->n], 0, sizeof(jv));
+    if (v->type == 'o') {
+        char **keys = realloc(v->keys, sizeof(char *) * (size_t)(v->n + 1));
+        if (!keys) {
+            free(key);
+            return jfail(p, "out of memory");
+        }
+        v->keys = keys;
+        v->keys[v->n] = key;
+    }
+    v->n++;
+    return 0;
+}
+
+static int jcontainer(jparser *p, jv *v, int depth) {
+    const char close = *p->s == '{' ? '}' : ']';
+    v->type = *p->s == '{' ? 'o' : 'a';
+    p->s++;
+    jskip(p);
+    if (p->s < p->end && *p->s == close) {
+        p->s++;
+        return 0;
+    }
+    for (;;) {
+        char *key = NULL;
+        jskip(p);
+        if (v->type == 'o') {
+            if (p->s >= p->end || *p->s != '"') return jfail(p, "an object key is not a string");
+            if (jstring(p, &key)) return -1;
+            jskip(p);
+            if (p->s >= p->end || *p->s != ':') {
+                free(key);
+                return jfail(p, "no ':' after an object key");
+            }
+            p->s++;
+        }
+        if (jappend(p, v, key) || jvalue(p, &v->items[v->n - 1], depth + 1)) return -1;
+        jskip(p);
+        if (p->s < p->end && *p->s == ',') {
+            p->s++;
+            continue;
+        }
+        if (p->s < p->end && *p->s == close) {
+            p->s++;
+            return 0;
+        }
+        return jfail(p, close == '}' ? "no ',' or '}' in an object" : "no ',' or ']' in an array");
+    }
+}
+
+static int jvalue(jparser *p, jv *v, int depth) {
+    memset(v, 0, sizeof *v);
+    if (depth > 64) return jfail(p, "nested too deeply");
+    jskip(p);
+    if (p->s >= p->end) return jfail(p, "the text ends where a value should be");
+    const char ch = *p->s;
+    if (ch == '{' || ch == '[') return jcontainer(p, v, depth);
+    if (ch == '"') {
+        v->type = 's';
+        return jstring(p, &v->str);
+    }
+    static const struct { const char *word; char type; double num; } words[] = {
+        {"null", 'z', 0}, {"true", 'b', 1}, {"false", 'b', 0}};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        const size_t n = strlen(words[i].word);
+        if ((size_t)(p->end - p->s) >= n && !memcmp(p->s, words[i].word, n)) {
+            v->type = words[i].type;
+            v->num = words[i].num;
+            p->s += n;
+            return 0;
+        }
+    }
+    /* A number: JSON's characters only (no NaN, Infinity, hex), then strtod over them all. */
+    char tok[64];
+    size_t n = 0;
+    while (p->s + n < p->end && strchr("+-0123456789.eE", p->s[n]) && p->s[n]) n++;
+    if (n == 0 || n >= sizeof tok) return jfail(p, "not a JSON value");
+    memcpy(tok, p->s, n);
+    tok[n] = '\0';
+    char *endp;
+    errno = 0;
+    v->num = strtod(tok, &endp);
+    if (*endp || errno == ERANGE || !isfinite(v->num)) return jfail(p, "a malformed number");
+    v->type = 'd';
+    p->s += n;
+    return 0;
+}
+
+/* The member `key` of object o, or NULL. */
+static const jv *jget(const jv *o, const char *key) {
+    if (!o || o->type != 'o') return NULL;
+    for (int i = 0; i < o->n; i++)
+        if (!strcmp(o->keys[i], key)) return &o->items[i];
+    return NULL;
+}
+
+/* What --prologue FILE holds for this bench: per (N, dtype), the comparator's times, or why
+   there are none. */
+#define MAX_PROLOGUE_ROWS (MAX_SHAPES * 3)
+struct prologue_file {
+    char device[160], date[64], torch[64];
+    int nrows;
+    struct prologue_row {
+        int64_t n;
+        dswa_dtype dtype;
+        int ok;                             /* times present and the comparator's check passed */
+        double prologue_ms, op_ms, both_ms;
+        char msg[160];                      /* when not ok */
+    } row[MAX_PROLOGUE_ROWS];
+};
+
+static int prologue_error(const char *path, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static int prologue_error(const char *path, const char *fmt, ...) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "dswa bench: --prologue %s: %s\n", path, msg);
+    return 2;
+}
+
+/* A number member that must equal `want`; 0, or 2 after the message. */
+static int prologue_expect(const char *path, const jv *cfg, const char *key, double want) {
+    const jv *x = jget(cfg, key);
+    if (!x || x->type != 'd')
+        return prologue_error(path, "config.%s is missing or not a number", key);
+    if (x->num != want)
+        return prologue_error(path, "config.%s is %g, this bench's is %g: the comparator ran "
+                              "another problem", key, x->num, want);
+    return 0;
+}
+
+static void copy_str(char *dst, size_t n, const jv *x) {
+    snprintf(dst, n, "%s", x && x->type == 's' ? x->str : "?");
+}
+
+/* Reads and checks the comparator file against the bench's settings: 0, or 2 after one line
+   naming the file and what is wrong with it. */
+static int load_prologue(bench_opts *o) {
+    const char *path = o->prologue_path;
+    static prologue_file pf;
+    FILE *f = fopen(path, "rb");
+    char *text = NULL;
+    size_t len = 0;
+    jv root;
+    int rc = 2;
+    memset(&pf, 0, sizeof pf);
+    memset(&root, 0, sizeof root);
+    if (!f) return prologue_error(path, "cannot open: %s", strerror(errno));
+    text = malloc(MAX_JSON_BYTES + 1);
+    if (!text) {
+        fclose(f);
+        return prologue_error(path, "out of memory");
+    }
+    len = fread(text, 1, MAX_JSON_BYTES + 1, f);
+    const int read_err = ferror(f);
+    fclose(f);
+    if (read_err) {
+        free(text);
+        return prologue_error(path, "read error");
+    }
+    if (len > MAX_JSON_BYTES) {
+        free(text);
+        return prologue_error(path, "larger than %u MiB: not a comparator file", MAX_JSON_BYTES >> 20);
+    }
+    text[len] = '\0';
+    jparser jp = {text, text, text + len, NULL, 0};
+    if (jvalue(&jp, &root, 0) == 0) {
+        jskip(&jp);
+        if (jp.s != jp.end) jfail(&jp, "text after the JSON value");
+    }
+    if (jp.err) {
+        prologue_error(path, "not JSON: %s at byte %zu", jp.err, jp.at);
+        goto done;
+    }
+    const jv *tool = jget(&root, "tool"), *machine = jget(&root, "machine"),
+             *cfg = jget(&root, "config"), *rows = jget(&root, "rows");
+    if (!tool || tool->type != 's' || strcmp(tool->str, PROLOGUE_TOOL)) {
+        prologue_error(path, "\"tool\" is not \"%s\": not its output", PROLOGUE_TOOL);
+        goto done;
+    }
+    if (!machine || machine->type != 'o' || !cfg || cfg->type != 'o' || !rows || rows->type != 'a') {
+        prologue_error(path, "\"machine\", \"config\" or \"rows\" is missing");
+        goto done;
+    }
+    const jv *math = jget(cfg, "math"), *dev = jget(machine, "device");
+    if (prologue_expect(path, cfg, "B", 1) || prologue_expect(path, cfg, "H", SAME_H) ||
+        prologue_expect(path, cfg, "D", SAME_D) ||
+        prologue_expect(path, cfg, "window_left", o->wl) ||
+        prologue_expect(path, cfg, "window_right", o->wr) ||
+        prologue_expect(path, cfg, "rot_dims", SAMEL_ROT_DIMS) ||
+        prologue_expect(path, cfg, "graph_calls", GRAPH_CALLS))
+        goto done;
+    if (!math || math->type != 's' || strcmp(math->str, dswa_math_name(o->math))) {
+        prologue_error(path, "config.math is %s%s%s, this bench's is %s", math && math->type == 's' ? "'" : "",
+                       math && math->type == 's' ? math->str : "missing",
+                       math && math->type == 's' ? "'" : "", dswa_math_name(o->math));
+        goto done;
+    }
+    if (!dev || dev->type != 's' || !dev->str[0]) {
+        prologue_error(path, "machine.device is missing");
+        goto done;
+    }
+    copy_str(pf.device, sizeof pf.device, dev);
+    copy_str(pf.date, sizeof pf.date, jget(machine, "date"));
+    copy_str(pf.torch, sizeof pf.torch, jget(machine, "torch"));
+    for (int i = 0; i < rows->n; i++) {
+        const jv *r = &rows->items[i];
+        const jv *n = jget(r, "N"), *dt = jget(r, "dtype"), *err = jget(r, "error"),
+                 *ok = jget(r, "ok");
+        dswa_dtype dtype;
+        if (!n || n->type != 'd' || n->num < 1 || n->num != floor(n->num) || !dt ||
+            dt->type != 's' || dswa_dtype_parse(dt->str, &dtype) != DSWA_OK) {
+            prologue_error(path, "rows[%d]: N or dtype is missing or not valid", i);
+            goto done;
+        }
+        if (pf.nrows == MAX_PROLOGUE_ROWS) {
+            prologue_error(path, "more than %d rows", MAX_PROLOGUE_ROWS);
+            goto done;
+        }
+        struct prologue_row *pr = &pf.row[pf.nrows++];
+        pr->n = (int64_t)n->num;
+        pr->dtype = dtype;
+        pr->prologue_ms = pr->op_ms = pr->both_ms = NAN;
+        const char *keys[3] = {"prologue_ms", "op_ms", "both_ms"};
+        double *dst[3] = {&pr->prologue_ms, &pr->op_ms, &pr->both_ms};
+        for (int k = 0; k < 3; k++) {
+            const jv *x = jget(r, keys[k]);
+            if (x && x->type == 'd' && x->num > 0) *dst[k] = x->num;
+        }
+        if (err && err->type == 's') {
+            snprintf(pr->msg, sizeof pr->msg, "comparator: %s", err->str);
+        } else if (!ok || ok->type != 'b' || !ok->num) {
+            const jv *re = jget(r, "rel_err");
+            if (re && re->type == 'd')
+                snprintf(pr->msg, sizeof pr->msg, "comparator: its output failed its check "
+                         "(rel_err %.3g)", re->num);
+            else
+                snprintf(pr->msg, sizeof pr->msg, "comparator: its output was not checked");
+        } else if (!(pr->both_ms > 0)) {
+            snprintf(pr->msg, sizeof pr->msg, "comparator: no both_ms");
+        } else {
+            pr->ok = 1;
+        }
+    }
+    o->prologue = &pf;
+    rc = 0;
+done:
+    jv_free(&root);
+    free(text);
+    return rc;
+}
+
+/* 0 when the comparator ran on this bench's device: the CUDA device's name begins with the
+   file's (torch names it as the runtime does), or both run on the CPU; else 2 after the
+   message (a ratio across machines means nothing). */
+static int prologue_device_refused(const bench_opts *o, int cuda, const char *device) {
+    const prologue_file *pf = o->prologue;
+    const size_t n = pf ? strlen(pf->device) : 0;
+    if (!pf) return 0;
+    if (cuda ? !strncmp(device, pf->device, n) && (device[n] == '\0' || device[n] == ' ')
+             : !strcmp(pf->device, "cpu"))
+        return 0;
+    return prologue_error(o->prologue_path, "the comparator ran on '%s', this bench on '%s': "
+                          "no ratio across machines", pf->device, cuda ? device : "cpu");
 }
 
 /* The reason the CUDA backend cannot run, as the library words it. */
@@ -352,18 +819,15 @@ static int sample_rows(int64_t n, int want, int32_t *rows) {
     return m;
 }
 
-/* Scans the output for the poison pattern; fills the metrics and checks the error. */
-static void finish_row(const bench_ctx *c, bench_row *row, const dswa_problem *p,
-                       const void *hq, const void *hk, const void *hv, const void *hout,
-                       const int32_t *rows, int nrows) {
-    const int64_t total = (int64_t)p->batch * p->seq_len * p->heads * p->head_dim;
+/* Scans the output (`total` elements, dense) for the poison pattern; fills the metrics and
+   judges the row by its error (row->rel_err against row->tol, set by the caller). */
+static void finish_row(const bench_ctx *c, bench_row *row, dswa_dtype dtype, int64_t total,
+                       const void *hout) {
     const double ms = row->time.median;
     int64_t unwritten = 0;
 #pragma omp parallel for reduction(+ : unwritten) schedule(static)
-    for (int64_t i = 0; i < total; i++) unwritten += cli_is_poison(hout, i, p->dtype);
+    for (int64_t i = 0; i < total; i++) unwritten += cli_is_poison(hout, i, dtype);
     row->unwritten = unwritten;
-    row->rel_err = cli_ref_rel_error(p, hq, hk, hv, hout, rows, nrows, &row->max_abs);
-    row->tol = tolerance(c, p->dtype, p->math);
     row->gbs = row->min_bytes / (ms * 1e-3) / 1e9;
     row->pct_floor = 100.0 * row->floor_ms / ms;
     row->gflops = row->flops / (ms * 1e-3) / 1e9;
@@ -381,13 +845,49 @@ static void finish_row(const bench_ctx *c, bench_row *row, const dswa_problem *p
     }
 }
 
+/* The op's error on the sampled rows against its float64 reference; then finish_row. */
+static void finish_op_row(const bench_ctx *c, bench_row *row, const dswa_problem *p,
+                          const void *hq, const void *hk, const void *hv, const void *hout,
+                          const int32_t *rows, int nrows) {
+    row->rel_err = cli_ref_rel_error(p, hq, hk, hv, hout, rows, nrows, &row->max_abs);
+    row->tol = tolerance(c, p->dtype, p->math);
+    finish_row(c, row, p->dtype, (int64_t)p->batch * p->seq_len * p->heads * p->head_dim, hout);
+}
+
+/* What a row calls: the op (p; q, k, v) or the fused block (sp; x); out. Host pointers for
+   the CPU backend; device pointers for the CUDA one, one set per buffer (call i of a graph
+   uses set i mod nbuf). */
+typedef struct dswa_job {
+    const dswa_problem *p;
+    const dswa_samel_problem *sp;
+    const void *const *q, *const *k, *const *v, *const *x;
+    void *const *out;
+    int nbuf;
+    dswa_status status;
+} dswa_job;
+
+static dswa_status job_cpu(dswa_job *j) {
+    j->status = j->sp ? dswa_samel_forward_cpu(j->sp, j->x[0], j->out[0])
+                      : dswa_forward_cpu(j->p, j->q[0], j->k[0], j->v[0], j->out[0]);
+    return j->status;
+}
+
+static dswa_status job_cuda(dswa_job *j, int b, void *stream) {
+    j->status = j->sp ? dswa_samel_forward_cuda(j->sp, j->x[b], j->out[b], stream)
+                      : dswa_forward_cuda(j->p, j->q[b], j->k[b], j->v[b], j->out[b], stream);
+    return j->status;
+}
+
+static const char *job_name(const dswa_job *j) {
+    return j->sp ? "dswa_samel_forward_cuda" : "dswa_forward_cuda";
+}
+
 /* The CPU median needs many calls: with 3 the spread between runs reached 37 %. Unless
    --repeats fixes the count, calls continue until CPU_MIN_CALLS and CPU_MIN_SECONDS are both
    reached (at most CPU_MAX_CALLS; a shape too large for that stops after CPU_FEW_CALLS and
-   CPU_MAX_SECONDS). */
-static void run_cpu_row(const bench_ctx *c, bench_row *row, const dswa_problem *p,
-                        const void *hq, const void *hk, const void *hv, void *hout,
-                        size_t out_bytes, const int32_t *rows, int nrows) {
+   CPU_MAX_SECONDS). 0: timed, the last call's output in job->out[0]; otherwise the row says
+   why not (unsupported, or an error). */
+static int time_cpu_calls(const bench_ctx *c, bench_row *row, dswa_job *job, size_t out_bytes) {
     const int fixed = c->o->repeats > 0;
     const int cap = fixed ? c->o->repeats : CPU_MAX_CALLS;
     double *t = malloc(sizeof(double) * (size_t)cap), spent = 0.0;
@@ -395,15 +895,15 @@ static void run_cpu_row(const bench_ctx *c, bench_row *row, const dswa_problem *
     if (!t) {
         row->status = ROW_ERROR;
         snprintf(row->msg, sizeof row->msg, "out of host memory");
-        return;
+        return -1;
     }
-    memset(hout, 0xff, out_bytes);
+    memset(job->out[0], 0xff, out_bytes);
     for (int r = -c->warmup; r < cap; r++) {
         if (!fixed && ((n >= CPU_MIN_CALLS && spent >= CPU_MIN_SECONDS) ||
                        (n >= CPU_FEW_CALLS && spent >= CPU_MAX_SECONDS)))
             break;
         const double t0 = cli_now();
-        dswa_status s = dswa_forward_cpu(p, hq, hk, hv, hout);
+        dswa_status s = job_cpu(job);
         const double dt = cli_now() - t0;
         if (s != DSWA_OK) {
             row->status = s == DSWA_ERR_UNSUPPORTED ? ROW_UNSUPPORTED : ROW_ERROR;
@@ -411,7 +911,7 @@ static void run_cpu_row(const bench_ctx *c, bench_row *row, const dswa_problem *
                      s == DSWA_ERR_UNSUPPORTED ? "unsupported" : dswa_status_string(s),
                      dswa_last_error());
             free(t);
-            return;
+            return -1;
         }
         if (r >= 0) {
             t[n++] = dt * 1e3;
@@ -423,25 +923,25 @@ static void run_cpu_row(const bench_ctx *c, bench_row *row, const dswa_problem *
     row->time.max = t[n - 1];
     row->time.replays = n;
     free(t);
-    finish_row(c, row, p, hq, hk, hv, hout, rows, nrows);
+    return 0;
+}
+
+static void run_cpu_row(const bench_ctx *c, bench_row *row, const dswa_problem *p,
+                        const void *hq, const void *hk, const void *hv, void *hout,
+                        size_t out_bytes, const int32_t *rows, int nrows) {
+    const void *q[1] = {hq}, *k[1] = {hk}, *v[1] = {hv};
+    void *out[1] = {hout};
+    dswa_job job = {.p = p, .q = q, .k = k, .v = v, .out = out, .nbuf = 1};
+    if (time_cpu_calls(c, row, &job, out_bytes) == 0)
+        finish_op_row(c, row, p, hq, hk, hv, hout, rows, nrows);
 }
 
 /* ---- GPU ------------------------------------------------------------------------------ */
 
-/* dswa calls for a graph: call i runs on buffer set i mod nbuf. */
-typedef struct dswa_job {
-    const dswa_problem *p;
-    const void *const *q, *const *k, *const *v;
-    void *const *out;
-    int nbuf;
-    dswa_status status;
-} dswa_job;
-
+/* Call i of a graph runs on buffer set i mod nbuf. */
 static int dswa_job_enqueue(void *ctx, int i, void *stream) {
     dswa_job *j = ctx;
-    const int b = i % j->nbuf;
-    j->status = dswa_forward_cuda(j->p, j->q[b], j->k[b], j->v[b], j->out[b], stream);
-    return j->status == DSWA_OK ? 0 : -1;
+    return job_cuda(j, i % j->nbuf, stream) == DSWA_OK ? 0 : -1;
 }
 
 /* Records a CUDA failure: the remaining rows are not run. Returns -1. */
@@ -453,8 +953,8 @@ static int cuda_fatal(bench_ctx *c, bench_row *row, const char *what) {
     return -1;
 }
 
-/* A library call refused the row or failed; DSWA_ERR_CUDA is fatal. Returns 0 or -1. */
-static int dswa_refused(bench_ctx *c, bench_row *row, dswa_status s) {
+/* A library call (`what`) refused the row or failed; DSWA_ERR_CUDA is fatal. Returns 0 or -1. */
+static int dswa_refused(bench_ctx *c, bench_row *row, dswa_status s, const char *what) {
     if (s == DSWA_ERR_UNSUPPORTED) {
         row->status = ROW_UNSUPPORTED;
         snprintf(row->msg, sizeof row->msg, "unsupported: %s", dswa_last_error());
@@ -464,7 +964,7 @@ static int dswa_refused(bench_ctx *c, bench_row *row, dswa_status s) {
     snprintf(row->msg, sizeof row->msg, "%s: %s", dswa_status_string(s), dswa_last_error());
     if (s == DSWA_ERR_CUDA) {
         c->fatal = 1;
-        snprintf(c->fatal_msg, sizeof c->fatal_msg, "dswa_forward_cuda: %s", dswa_last_error());
+        snprintf(c->fatal_msg, sizeof c->fatal_msg, "%s: %s", what, dswa_last_error());
         return -1;
     }
     return 0;
@@ -559,11 +1059,11 @@ static int run_cold(bench_ctx *c, bench_row *row, const dswa_problem *p, const v
         q[b] = bq; k[b] = bk; v[b] = bv; out[b] = bo;
     }
     {
-        dswa_job job = {p, q, k, v, out, nb, DSWA_OK};
+        dswa_job job = {.p = p, .q = q, .k = k, .v = v, .out = out, .nbuf = nb};
         const int g = gpu_graph_time(dswa_job_enqueue, &job, GRAPH_CALLS, c->warmup, c->repeats,
                                      &cr->time);
         if (g == -2) {
-            rc = dswa_refused(c, row, job.status);
+            rc = dswa_refused(c, row, job.status, job_name(&job));
             goto done;
         }
         if (g != 0) {
@@ -589,6 +1089,48 @@ done:
     return rc;
 }
 
+/* Times a job of one buffer set on the GPU: the first call (which decides whether the backend
+   takes the row at all), call_ms, then the main number: GRAPH_CALLS calls on the same buffers
+   in one graph, replayed; the output (poisoned first) is downloaded into hout. 0: timed; 1:
+   refused (the row says why); -1 after a CUDA failure (recorded in c->fatal_msg). */
+static int time_cuda_calls(bench_ctx *c, bench_row *row, dswa_job *job, void *hout,
+                           size_t out_bytes) {
+    double t[GPU_PLAIN_CALLS];
+    char what[96];
+    dswa_status s;
+    if (gpu_poison(job->out[0], out_bytes) != 0) return cuda_fatal(c, row, NULL);
+    if ((s = job_cuda(job, 0, NULL)) != DSWA_OK)
+        return dswa_refused(c, row, s, job_name(job)) < 0 ? -1 : 1;
+    snprintf(what, sizeof what, "first %s", job_name(job));
+    if (gpu_sync(what) != 0) return cuda_fatal(c, row, NULL);
+    /* call_ms: plain calls each between two events, the host's launch included. */
+    for (int r = 0; r < GPU_PLAIN_CALLS; r++) {
+        if (gpu_timer_start() != 0) return cuda_fatal(c, row, NULL);
+        if ((s = job_cuda(job, 0, NULL)) != DSWA_OK)
+            return dswa_refused(c, row, s, job_name(job)) < 0 ? -1 : 1;
+        if ((t[r] = gpu_timer_stop()) < 0) return cuda_fatal(c, row, NULL);
+    }
+    row->call_ms = cli_median(t, GPU_PLAIN_CALLS);
+    const int g = gpu_graph_time(dswa_job_enqueue, job, GRAPH_CALLS, c->warmup, c->repeats,
+                                 &row->time);
+    if (g == -2) return dswa_refused(c, row, job->status, job_name(job)) < 0 ? -1 : 1;
+    if (g != 0) return cuda_fatal(c, row, "graph: ");
+    if (gpu_sync("timed calls") != 0) return cuda_fatal(c, row, NULL);
+    if (gpu_download(hout, job->out[0], out_bytes, "out") != 0) return cuda_fatal(c, row, NULL);
+    return 0;
+}
+
+/* The row's same-size copy (min_bytes read + written) and % of it. -1 after a CUDA failure. */
+static int time_row_copy(bench_ctx *c, bench_row *row) {
+    char msg[200] = "";
+    const int f = fastest_copy(c, row->min_bytes, 1, &row->copy, row->copy_method,
+                               sizeof row->copy_method, msg, sizeof msg);
+    if (f < 0) return cuda_fatal(c, row, "copy: ");
+    if (f == 0) row->pct_copy = 100.0 * row->copy.median / row->time.median;
+    else if (row->status == ROW_OK) snprintf(row->msg, sizeof row->msg, "%s", msg);
+    return 0;
+}
+
 /* One row on the GPU; the device buffers hold the same data as the host ones. Returns -1
    after a CUDA failure (recorded in c->fatal_msg), 0 otherwise. */
 static int run_cuda_row(bench_ctx *c, bench_row *row, const dswa_problem *p, int cold,
@@ -596,41 +1138,13 @@ static int run_cuda_row(bench_ctx *c, bench_row *row, const dswa_problem *p, int
                         const void *dq, const void *dk, const void *dv, void *dout,
                         void *hout, size_t in_bytes, size_t v_bytes, size_t out_bytes,
                         const int32_t *rows, int nrows) {
-    double t[GPU_PLAIN_CALLS];
-    dswa_status s;
-    if (gpu_poison(dout, out_bytes) != 0) return cuda_fatal(c, row, NULL);
-    /* The first call decides whether the backend takes this row at all. */
-    if ((s = dswa_forward_cuda(p, dq, dk, dv, dout, NULL)) != DSWA_OK) return dswa_refused(c, row, s);
-    if (gpu_sync("first dswa_forward_cuda") != 0) return cuda_fatal(c, row, NULL);
-    /* call_ms: plain calls each between two events, the host's launch included. */
-    for (int r = 0; r < GPU_PLAIN_CALLS; r++) {
-        if (gpu_timer_start() != 0) return cuda_fatal(c, row, NULL);
-        if ((s = dswa_forward_cuda(p, dq, dk, dv, dout, NULL)) != DSWA_OK)
-            return dswa_refused(c, row, s);
-        if ((t[r] = gpu_timer_stop()) < 0) return cuda_fatal(c, row, NULL);
-    }
-    row->call_ms = cli_median(t, GPU_PLAIN_CALLS);
-    /* The main number: GRAPH_CALLS calls on the same buffers in one graph, replayed. */
-    {
-        const void *q[1] = {dq}, *k[1] = {dk}, *v[1] = {dv};
-        void *out[1] = {dout};
-        dswa_job job = {p, q, k, v, out, 1, DSWA_OK};
-        const int g = gpu_graph_time(dswa_job_enqueue, &job, GRAPH_CALLS, c->warmup, c->repeats,
-                                     &row->time);
-        if (g == -2) return dswa_refused(c, row, job.status);
-        if (g != 0) return cuda_fatal(c, row, "graph: ");
-    }
-    if (gpu_sync("timed calls") != 0) return cuda_fatal(c, row, NULL);
-    if (gpu_download(hout, dout, out_bytes, "out") != 0) return cuda_fatal(c, row, NULL);
-    finish_row(c, row, p, hq, hk, hv, hout, rows, nrows);
-    {
-        char msg[200] = "";
-        const int f = fastest_copy(c, row->min_bytes, 1, &row->copy, row->copy_method,
-                                   sizeof row->copy_method, msg, sizeof msg);
-        if (f < 0) return cuda_fatal(c, row, "copy: ");
-        if (f == 0) row->pct_copy = 100.0 * row->copy.median / row->time.median;
-        else if (row->status == ROW_OK) snprintf(row->msg, sizeof row->msg, "%s", msg);
-    }
+    const void *q[1] = {dq}, *k[1] = {dk}, *v[1] = {dv};
+    void *out[1] = {dout};
+    dswa_job job = {.p = p, .q = q, .k = k, .v = v, .out = out, .nbuf = 1};
+    const int t = time_cuda_calls(c, row, &job, hout, out_bytes);
+    if (t != 0) return t < 0 ? -1 : 0;
+    finish_op_row(c, row, p, hq, hk, hv, hout, rows, nrows);
+    if (time_row_copy(c, row) != 0) return -1;
     if (cold && run_cold(c, row, p, dq, dk, dv, dout, in_bytes, v_bytes, out_bytes) != 0)
         return -1;
     return 0;
@@ -651,6 +1165,7 @@ static void init_row(const bench_ctx *c, bench_row *row, int64_t l, int64_t n,
     row->cold.time = row->cold.copy = row->time;
     row->call_ms = row->gbs = row->pct_floor = row->pct_copy = NAN;
     row->gflops = row->gflops_core = row->rel_err = row->max_abs = row->tol = NAN;
+    row->cmp_prologue_ms = row->cmp_op_ms = row->cmp_both_ms = row->vs_cmp = NAN;
     row->status = ROW_ERROR;
 }
 
@@ -780,6 +1295,264 @@ done:
     free(rows);
 }
 
+/* ---- the fused SAME-L block (--op samel) ------------------------------------------------ */
+
+/* Goal (b)'s ratio for a dtype; NaN where issue 18 sets none (f16). */
+static double samel_goal_ratio(dswa_dtype dtype) {
+    return dtype == DSWA_F32 ? 3.5 : dtype == DSWA_BF16 ? 4.5 : NAN;
+}
+
+/* Element i of a dtype's buffer as a double. */
+static double elem(const void *buf, int64_t i, dswa_dtype dtype) {
+    float f;
+    dswa_convert_to_f32(dtype, (const char *)buf + i * (int64_t)dswa_dtype_size(dtype), &f, 1);
+    return f;
+}
+
+/* x rounded to dtype (f32 too: the op's reference reads q and k in the dtype). */
+static double round_to(double x, dswa_dtype dtype) {
+    float f = (float)x;
+    unsigned char tmp[4];
+    if (dtype == DSWA_F32) return f;
+    dswa_convert_from_f32(dtype, &f, tmp, 1);
+    dswa_convert_to_f32(dtype, tmp, &f, 1);
+    return f;
+}
+
+/* The fused block's error on the sampled rows against a float64 reference of it: DyT and
+   RoPE of every position in those rows' windows computed here in double and rounded to the
+   dtype where dswa.h says the block rounds (after DyT, after RoPE), into q and k laid out as
+   the op's (1, N, 2H, D) (other positions stay zero: calloc'd pages never touched are never
+   allocated); V read in place from the packed input with pair stride 0; then the op's float64
+   reference and error (cli_ref_rel_error) on those rows. NaN when out of host memory. */
+static double samel_rel_error(const dswa_samel_problem *sp, const void *hx, const void *hout,
+                              const int32_t *rows, int nrows, double *max_abs) {
+    const int64_t N = sp->seq_len, H = sp->heads, D = sp->head_dim;
+    const dswa_dtype dt = sp->dtype;
+    const size_t es = dswa_dtype_size(dt);
+    const int half = sp->rot_dims / 2;
+    const dswa_samel_layout *L = &sp->qkv;
+    void *q = calloc((size_t)(N * 2 * H * D), es), *k = calloc((size_t)(N * 2 * H * D), es);
+    unsigned char *need = calloc((size_t)N, 1);
+    double err = NAN;
+    if (max_abs) *max_abs = NAN;
+    if (!q || !k || !need || D > SAME_D) goto done;
+    for (int r = 0; r < nrows; r++) {
+        const int64_t lo = rows[r] - (int64_t)sp->window_left, hi = rows[r] + (int64_t)sp->window_right;
+        for (int64_t j = lo < 0 ? 0 : lo; j <= hi && j < N; j++) need[j] = 1;
+    }
+#pragma omp parallel for schedule(dynamic, 16)
+    for (int64_t j = 0; j < N; j++) {
+        if (!need[j]) continue;
+        static const int chunk[4] = {0, 3, 1, 4};   /* q, q_diff -> q's pairs; k, k_diff -> k's */
+        const float pos = (float)((int64_t)sp->pos_offset + j);
+        for (int c = 0; c < 4; c++) {
+            const dswa_samel_norm *nm = c < 2 ? &sp->q_norm : &sp->k_norm;
+            char *dst = (char *)(c < 2 ? q : k);
+            const int pair = c % 2;
+            for (int64_t h = 0; h < H; h++) {
+                double y[SAME_D];   /* the bench's shapes have D = SAME_D */
+                float yf[SAME_D];
+                for (int64_t d = 0; d < D; d++) {
+                    const double x = elem(hx, j * L->seq + chunk[c] * L->chunk + h * L->head +
+                                                  d * L->dim, dt);
+                    y[d] = round_to((double)nm->gamma[d] * tanh((double)nm->alpha * x) +
+                                        (double)nm->beta[d], dt);
+                }
+                for (int f = 0; f < half; f++) {
+                    const float inv = (float)(1.0 / pow((double)sp->rope_base,
+                                                        2.0 * f / sp->rot_dims));
+                    const double ang = (float)((double)pos * (double)inv);   /* fp32 angle */
+                    const double cs = cos(ang), sn = sin(ang), a = y[f], b = y[f + half];
+                    y[f] = a * cs - b * sn;
+                    y[f + half] = b * cs + a * sn;
+                }
+                for (int64_t d = 0; d < D; d++) yf[d] = (float)y[d];
+                if (half > 0)   /* rotated values are rounded to the dtype; the rest already are */
+                    for (int f = 0; f < sp->rot_dims; f++) yf[f] = (float)round_to(y[f], dt);
+                dswa_convert_from_f32(dt, yf, dst + ((j * 2 + pair) * H + h) * D * (int64_t)es,
+                                      (size_t)D);
+            }
+        }
+    }
+    {
+        dswa_problem p = dswa_problem_default(1, sp->seq_len, sp->heads, sp->head_dim, 0);
+        const dswa_layout v = {L->batch, L->seq, 0, L->head, L->dim};
+        p.window_left = sp->window_left;
+        p.window_right = sp->window_right;
+        p.scale = sp->scale;
+        p.lambda = sp->lambda;
+        p.dtype = dt;
+        p.math = sp->math;
+        p.v = v;
+        p.out = sp->out;
+        err = cli_ref_rel_error(&p, q, k, (const char *)hx + 2 * L->chunk * (int64_t)es, hout,
+                                rows, nrows, max_abs);
+    }
+done:
+    free(q);
+    free(k);
+    free(need);
+    return err;
+}
+
+/* The comparator's times for a row and the ratio, or why there are none. */
+static void join_prologue(const bench_ctx *c, bench_row *row) {
+    const prologue_file *pf = c->o->prologue;
+    if (!pf) {
+        snprintf(row->cmp_msg, sizeof row->cmp_msg, "no comparator: give --prologue FILE "
+                 "(bench/compare.py --op samel, which needs torch)");
+        return;
+    }
+    for (int i = 0; i < pf->nrows; i++) {
+        const struct prologue_row *pr = &pf->row[i];
+        if (pr->n != row->n || pr->dtype != row->dtype) continue;
+        row->cmp_prologue_ms = pr->prologue_ms;
+        row->cmp_op_ms = pr->op_ms;
+        row->cmp_both_ms = pr->both_ms;
+        if (!pr->ok) snprintf(row->cmp_msg, sizeof row->cmp_msg, "%s", pr->msg);
+        else if (row->status == ROW_OK || row->status == ROW_FAIL)
+            row->vs_cmp = pr->both_ms / row->time.median;
+        return;
+    }
+    snprintf(row->cmp_msg, sizeof row->cmp_msg, "the comparator file has no row for N = %lld %s",
+             (long long)row->n, dswa_dtype_name(row->dtype));
+}
+
+/* One fused-block row, on the CUDA backend (dx, dout: device copies of hx and an output) or
+   the CPU one. */
+static void run_samel_row(bench_ctx *c, bench_row *row, const dswa_samel_problem *hp,
+                          const dswa_samel_problem *dp, const void *hx, const void *dx,
+                          void *dout, void *hout, size_t out_bytes, const int32_t *rows,
+                          int nrows) {
+    const dswa_samel_problem *sp = c->cuda ? dp : hp;
+    const void *x[1] = {c->cuda ? dx : hx};
+    void *out[1] = {c->cuda ? dout : hout};
+    dswa_job job = {.sp = sp, .x = x, .out = out, .nbuf = 1};
+    int t;
+    if (c->cuda) {
+        row->kernel = dswa_samel_kernel_name(sp);
+        t = time_cuda_calls(c, row, &job, hout, out_bytes);
+    } else {
+        t = time_cpu_calls(c, row, &job, out_bytes);
+    }
+    if (t == 0) {
+        row->rel_err = samel_rel_error(hp, hx, hout, rows, nrows, &row->max_abs);
+        row->tol = tolerance(c, hp->dtype, hp->math);
+        finish_row(c, row, hp->dtype, (int64_t)hp->batch * hp->seq_len * hp->heads * hp->head_dim,
+                   hout);
+        if (c->cuda) (void)time_row_copy(c, row);   /* a failure is recorded (c->fatal) */
+    }
+}
+
+/* Every dtype of one shape of the fused block; appends to rows[*nrow]. */
+static void run_samel_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_rows, int *nrow) {
+    const bench_opts *o = c->o;
+    const int64_t hd = (int64_t)SAME_H * SAME_D;
+    const size_t n_x = (size_t)n * 5 * (size_t)hd, n_out = (size_t)n * (size_t)hd;
+    float *fx = NULL, norms[4][SAME_D];   /* q gamma, q beta, k gamma, k beta */
+    void *hout = NULL, *dnorms = NULL;
+    int32_t *rows = malloc(sizeof(int32_t) * (size_t)(o->rows < n ? o->rows : n));
+    int nrows = 0;
+    const char *lost = NULL;
+    char lost_msg[320];
+    if (c->fatal) {
+        free(rows);
+        return;
+    }
+    progress(c, "samel N = %lld: generating random normal inputs (%.0f MB as f32)", (long long)n,
+             (double)n_x * 4 / 1e6);
+    fx = cli_malloc(n_x * 4);
+    hout = cli_malloc(n_out * 4);
+    if (!rows || !fx || !hout) lost = "out of host memory for the inputs";
+    if (!lost) {
+        nrows = sample_rows(n, o->rows, rows);
+        /* Streams of their own (the op's shapes use n * 8 + 0..3). */
+        cli_fill_normal(fx, n_x, o->seed, (uint64_t)n * 8 + 4);
+        cli_fill_normal(norms[0], 4 * SAME_D, o->seed, (uint64_t)n * 8 + 5);
+        for (int d = 0; d < SAME_D; d++) {   /* gamma near 1, beta near 0, as trained ones are */
+            norms[0][d] = 1.0f + 0.25f * norms[0][d];
+            norms[1][d] = 0.25f * norms[1][d];
+            norms[2][d] = 1.0f + 0.25f * norms[2][d];
+            norms[3][d] = 0.25f * norms[3][d];
+        }
+    }
+    if (!lost && c->cuda) {
+        if (gpu_alloc(&dnorms, sizeof norms, "norms") ||
+            gpu_upload(dnorms, norms, sizeof norms, "norms")) {
+            snprintf(lost_msg, sizeof lost_msg, "CUDA error: %s", gpu_error());
+            lost = lost_msg;
+            c->fatal = 1;
+            snprintf(c->fatal_msg, sizeof c->fatal_msg, "%s", gpu_error());
+        }
+    }
+    for (int dt = 0; dt < 3; dt++) {
+        if (!o->dtypes[dt]) continue;
+        const dswa_dtype dtype = (dswa_dtype)dt;
+        const size_t es = dswa_dtype_size(dtype);
+        dswa_samel_problem hp = dswa_samel_problem_default(1, (int32_t)n, SAME_H), dp;
+        hp.window_left = o->wl;
+        hp.window_right = o->wr;
+        hp.dtype = dtype;
+        hp.math = o->math;
+        hp.q_norm.alpha = SAMEL_Q_ALPHA;
+        hp.k_norm.alpha = SAMEL_K_ALPHA;
+        hp.q_norm.gamma = norms[0];
+        hp.q_norm.beta = norms[1];
+        hp.k_norm.gamma = norms[2];
+        hp.k_norm.beta = norms[3];
+        dp = hp;
+        if (dnorms) {
+            const float *dn = dnorms;
+            dp.q_norm.gamma = dn;
+            dp.q_norm.beta = dn + SAME_D;
+            dp.k_norm.gamma = dn + 2 * SAME_D;
+            dp.k_norm.beta = dn + 3 * SAME_D;
+        }
+        const dswa_problem op = same_l_problem(o, n, dtype, 1);
+        bench_row *row = &out_rows[(*nrow)++];
+        init_row(c, row, l, n, dtype, 1, &op);
+        row->min_bytes = dswa_samel_min_bytes(&hp);
+        row->floor_ms = row->min_bytes / (c->copy_gbs * 1e9) * 1e3;
+        void *hx = fx, *dx = NULL, *dout = NULL;
+        if (lost || c->fatal) {
+            snprintf(row->msg, sizeof row->msg, "%s", lost ? lost : "not run after a CUDA error");
+            goto next;
+        }
+        if (dtype != DSWA_F32) {
+            if (!(hx = cli_malloc(n_x * es))) {
+                snprintf(row->msg, sizeof row->msg, "out of host memory for the converted inputs");
+                hx = fx;
+                goto next;
+            }
+            cli_convert_from_f32(hx, fx, n_x, dtype);
+        }
+        if (c->cuda) {
+            progress(c, "samel N = %lld %s: copying the input to the device", (long long)n,
+                     dswa_dtype_name(dtype));
+            if (gpu_alloc(&dx, n_x * es, "x") || gpu_alloc(&dout, n_out * es, "out")) {
+                snprintf(row->msg, sizeof row->msg, "CUDA error: %s", gpu_error());
+                goto next;   /* out of device memory: the next shape may fit */
+            }
+            if (gpu_upload(dx, hx, n_x * es, "x")) {
+                (void)cuda_fatal(c, row, NULL);
+                goto next;
+            }
+        }
+        progress(c, "samel N = %lld %s: running", (long long)n, dswa_dtype_name(dtype));
+        run_samel_row(c, row, &hp, &dp, hx, dx, dout, hout, n_out * es, rows, nrows);
+    next:
+        join_prologue(c, row);
+        gpu_free(dx);
+        gpu_free(dout);
+        if (hx != fx) cli_free(hx);
+    }
+    gpu_free(dnorms);
+    cli_free(fx);
+    cli_free(hout);
+    free(rows);
+}
+
 /* ---- output ------------------------------------------------------------------------- */
 
 static const char *status_name(int s) {
@@ -810,7 +1583,8 @@ static void print_json(const bench_ctx *c, const char *device, const char *date,
     FILE *f = stdout;
     int rt = 0, drv = 0;
     if (c->cuda) gpu_versions(&rt, &drv);
-    fprintf(f, "{\n  \"tool\": \"dswa bench\",\n  \"version\": ");
+    fprintf(f, "{\n  \"tool\": \"dswa bench\",\n  \"op\": \"%s\",\n  \"version\": ",
+            o->op == OP_SAMEL ? "samel" : "diff_swa");
     cli_json_str(f, DSWA_VERSION_STRING);
     fprintf(f, ",\n  \"commit\": ");
 #ifdef DSWA_GIT_COMMIT
@@ -852,8 +1626,36 @@ static void print_json(const bench_ctx *c, const char *device, const char *date,
     fprintf(f, ",\n  \"warmup\": %d,\n  \"seed\": %llu,\n  \"sample_rows\": %d,\n", c->warmup,
             (unsigned long long)o->seed, o->rows);
     fprintf(f, "  \"shape\": {\"batch\": 1, \"heads\": %d, \"head_dim\": %d, \"window_left\": %d,"
-               " \"window_right\": %d, \"scale\": 0.125, \"lambda\": 1},\n",
+               " \"window_right\": %d, \"scale\": 0.125, \"lambda\": 1",
             SAME_H, SAME_D, (int)o->wl, (int)o->wr);
+    if (o->op == OP_SAMEL)
+        fprintf(f, ", \"rot_dims\": %d, \"rope_base\": 10000, \"pos_offset\": 0, \"q_alpha\": %g,"
+                   " \"k_alpha\": %g", SAMEL_ROT_DIMS, (double)SAMEL_Q_ALPHA, (double)SAMEL_K_ALPHA);
+    fprintf(f, "},\n");
+    if (o->op == OP_SAMEL) {
+        /* The goals (their one home) and where the comparator's numbers came from. */
+        fprintf(f, "  \"goals\": {\"pct_of_copy\": %g, \"vs_prologue_op\": {", SAMEL_GOAL_PCT_COPY);
+        for (int d = 0, first = 1; d < 3; d++) {
+            if (!isfinite(samel_goal_ratio((dswa_dtype)d))) continue;
+            fprintf(f, "%s\"%s\": %g", first ? "" : ", ", dswa_dtype_name((dswa_dtype)d),
+                    samel_goal_ratio((dswa_dtype)d));
+            first = 0;
+        }
+        fprintf(f, "}},\n  \"prologue_op\": ");
+        if (o->prologue) {
+            fprintf(f, "{\"file\": ");
+            cli_json_str(f, o->prologue_path);
+            fprintf(f, ", \"device\": ");
+            cli_json_str(f, o->prologue->device);
+            fprintf(f, ", \"date\": ");
+            cli_json_str(f, o->prologue->date);
+            fprintf(f, ", \"torch\": ");
+            cli_json_str(f, o->prologue->torch);
+            fprintf(f, "},\n");
+        } else {
+            fprintf(f, "null,\n");
+        }
+    }
     fprintf(f, "  \"rows\": [");
     for (int i = 0; i < nrow; i++) {
         const bench_row *r = &rows[i];
@@ -879,12 +1681,23 @@ static void print_json(const bench_ctx *c, const char *device, const char *date,
         json_key_num(f, "pct_of_floor", r->pct_floor);
         json_key_num(f, "gb_s", r->gbs);
         json_key_num(f, "gflop_s", r->gflops);
+        if (o->op == OP_SAMEL) {
+            fprintf(f, ", \"kernel\": ");
+            if (r->kernel) cli_json_str(f, r->kernel);
+            else fputs("null", f);
+            json_key_num(f, "prologue_ms", r->cmp_prologue_ms);
+            json_key_num(f, "op_ms", r->cmp_op_ms);
+            json_key_num(f, "prologue_op_ms", r->cmp_both_ms);
+            json_key_num(f, "vs_prologue_op", r->vs_cmp);
+            fprintf(f, ", \"prologue_op_message\": ");
+            cli_json_str(f, r->cmp_msg);
+        }
         if (!c->cuda) json_key_num(f, "gflop_s_per_core", r->gflops_core);
         json_key_num(f, "rel_err", r->rel_err);
         json_key_num(f, "max_abs_err", r->max_abs);
         json_key_num(f, "tolerance", r->tol);
         fprintf(f, ", \"unwritten\": %lld", (long long)r->unwritten);
-        if (c->cuda) {
+        if (c->cuda && o->op != OP_SAMEL) {
             const cold_result *k = &r->cold;
             fprintf(f, ", \"cold\": ");
             if (!k->done && !k->msg[0]) {
@@ -1034,6 +1847,66 @@ static void print_tables(const bench_ctx *c, const bench_row *rows, int nrow) {
     table_print(&t);
 }
 
+/* The fused block's table: one row per shape and dtype; the goals judged per GPU row. */
+static void print_samel_table(const bench_ctx *c, const bench_row *rows, int nrow) {
+    static table t;
+    static const char *gpu_head[] = {"L", "N", "dtype", "time_ms", "spread", "copy_ms", "%copy",
+                                     "GB/s", "call_ms", "p+op_ms", "x p+op", "rel_err"};
+    static const char *cpu_head[] = {"L", "N", "dtype", "time_ms", "spread", "floor_ms", "%floor",
+                                     "GB/s", "GFLOP/s", "p+op_ms", "x p+op", "rel_err"};
+    const char **head = c->cuda ? gpu_head : cpu_head;
+    memset(&t, 0, sizeof t);
+    t.ncol = 12;
+    for (int j = 0; j < t.ncol; j++) t.head[j] = head[j];
+    t.left[2] = 1;
+    for (int i = 0; i < nrow; i++) {
+        const bench_row *r = &rows[i];
+        char(*s)[32] = t.cell[i], *tail = t.tail[i];
+        const size_t tn = sizeof t.tail[i];
+        const int timed = r->status == ROW_OK || r->status == ROW_FAIL;
+        int j = 3;
+        if (r->l >= 0) snprintf(s[0], 32, "%lld", (long long)r->l);
+        else snprintf(s[0], 32, "-");
+        snprintf(s[1], 32, "%lld", (long long)r->n);
+        snprintf(s[2], 32, "%s", dswa_dtype_name(r->dtype));
+        if (timed) {
+            fmt(s[j++], "%.4f", r->time.median);
+            fmt(s[j++], "%.1f%%", spread_pct(&r->time));
+            fmt(s[j++], "%.4f", c->cuda ? r->copy.median : r->floor_ms);
+            fmt(s[j++], "%.1f%%", c->cuda ? r->pct_copy : r->pct_floor);
+            fmt(s[j++], "%.1f", r->gbs);
+            fmt(s[j++], c->cuda ? "%.4f" : "%.1f", c->cuda ? r->call_ms : r->gflops);
+            fmt(s[j++], "%.4f", r->cmp_both_ms);
+            fmt(s[j++], "%.2fx", r->vs_cmp);
+            fmt(s[j++], "%.2e", r->rel_err);
+        }
+        t.ncells[i] = timed ? j : 3;
+        if (r->status == ROW_OK && c->cuda && spread_pct(&r->time) > ERRATIC_PCT)
+            snprintf(tail, tn, "ok, but erratic (replays spread %.0f %%): rerun", spread_pct(&r->time));
+        else if (r->status == ROW_OK) snprintf(tail, tn, "ok");
+        else if (r->status == ROW_FAIL) snprintf(tail, tn, "FAIL: %.300s", r->msg);
+        else snprintf(tail, tn, "%.320s", r->msg);
+        if (r->status == ROW_OK && c->cuda) {
+            const double want = samel_goal_ratio(r->dtype);
+            size_t len = strlen(tail);
+            if (isfinite(r->pct_copy) && r->pct_copy < SAMEL_GOAL_PCT_COPY)
+                len += (size_t)snprintf(tail + len, tn - len, "; below goal (a): %.1f %% < %.0f %%",
+                                        r->pct_copy, SAMEL_GOAL_PCT_COPY);
+            if (len < tn && isfinite(want) && isfinite(r->vs_cmp) && r->vs_cmp < want)
+                snprintf(tail + len, tn - len, "; below goal (b): %.2fx < %.1fx", r->vs_cmp, want);
+        }
+    }
+    t.nrow = nrow;
+    printf("\n");
+    table_print(&t);
+    /* Why p+op is empty, once per reason. */
+    for (int i = 0; i < nrow; i++) {
+        int seen = !rows[i].cmp_msg[0];
+        for (int k = 0; k < i && !seen; k++) seen = !strcmp(rows[k].cmp_msg, rows[i].cmp_msg);
+        if (!seen) printf("p+op: %s\n", rows[i].cmp_msg);
+    }
+}
+
 /* The CPU's vector extensions the backend picks from (dswa_cpu_isa says which it picked). */
 static void cpu_features(char *buf, size_t n) {
     buf[0] = '\0';
@@ -1102,6 +1975,7 @@ int cmd_bench(int argc, char **argv) {
     char device[256], date[64], why[512];
     int nrow = 0, rc;
     if ((rc = parse_bench(argc, argv, &o)) != 0) return rc == 1 ? 0 : rc;
+    if (o.prologue_path && load_prologue(&o) != 0) return 2;
     memset(&c, 0, sizeof c);
     c.o = &o;
     c.t0 = cli_now();
@@ -1128,6 +2002,10 @@ int cmd_bench(int argc, char **argv) {
             fprintf(stderr, "dswa bench: %s\n", gpu_error());
             return 1;
         }
+        if (prologue_device_refused(&o, 1, device)) {
+            gpu_timer_destroy();
+            return 2;
+        }
         c.l2_bytes = gpu_l2_bytes();
         progress(&c, "measuring device copy bandwidth (2 GiB device-to-device cudaMemcpy)");
         snprintf(c.copy_method, sizeof c.copy_method,
@@ -1153,6 +2031,7 @@ int cmd_bench(int argc, char **argv) {
         }
     } else {
         char cpu[200];
+        if (prologue_device_refused(&o, 0, NULL)) return 2;
         cli_cpu_name(cpu, sizeof cpu);
         cpu_features(c.cpu_features, sizeof c.cpu_features);
         snprintf(device, sizeof device, "%s, %d thread%s", cpu, c.threads,
@@ -1169,7 +2048,10 @@ int cmd_bench(int argc, char **argv) {
     }
     progress(&c, "copy bandwidth %.1f GB/s (read + written)", c.copy_gbs);
 
-    for (int s = 0; s < o.nshapes; s++) run_shape(&c, o.l[s], o.n[s], rows, &nrow);
+    for (int s = 0; s < o.nshapes; s++) {
+        if (o.op == OP_SAMEL) run_samel_shape(&c, o.l[s], o.n[s], rows, &nrow);
+        else run_shape(&c, o.l[s], o.n[s], rows, &nrow);
+    }
     if (c.cuda) {
         gpu_copy_shutdown();
         gpu_timer_destroy();
@@ -1186,6 +2068,10 @@ int cmd_bench(int argc, char **argv) {
                    c.cpu_features);
         printf("copy bandwidth %.1f GB/s (%s, bytes read + written)\n", c.copy_gbs,
                c.copy_method);
+        if (o.op == OP_SAMEL)
+            printf("the fused SAME-L block (--op samel): packed input (B, N, 5*H*D), DyT "
+                   "(alphas %g, %g), RoPE on %d dims (base 10000), V shared; ",
+                   (double)SAMEL_Q_ALPHA, (double)SAMEL_K_ALPHA, SAMEL_ROT_DIMS);
         printf("SAME-L: B=1 H=%d D=%d WL=%d WR=%d scale=1/8 lambda=1, math %s; error on %d "
                "sampled rows x all heads vs float64\n",
                SAME_H, SAME_D, (int)o.wl, (int)o.wr, dswa_math_name(o.math), o.rows);
@@ -1193,9 +2079,10 @@ int cmd_bench(int argc, char **argv) {
             printf("time_ms: a CUDA graph of %d calls on the same buffers, replayed %d times "
                    "after %d, per call: median; spread = (max - min) / median\n",
                    GRAPH_CALLS, c.repeats, c.warmup);
-            printf("copy_ms: the fastest same-size copy (dswa_min_bytes read + written), timed "
+            printf("copy_ms: the fastest same-size copy (%s read + written), timed "
                    "the same way; copying 2 GiB in such graphs: cudaMemcpyAsync %.1f GB/s, best copy "
                    "kernel %.1f GB/s (%s)\n",
+                   o.op == OP_SAMEL ? "dswa_samel_min_bytes" : "dswa_min_bytes",
                    c.memcpy_graph_gbs, c.kernel_graph_gbs, c.kernel_graph_cfg);
             printf("%%copy = copy_ms / time_ms; call_ms: one plain call between two events, "
                    "host launch included\n");
@@ -1205,7 +2092,18 @@ int cmd_bench(int argc, char **argv) {
                    o.repeats > 0 ? "the" : "at least 10 (and 2 s of)", c.warmup, c.threads);
         }
         printf("%%floor = floor_ms / time_ms = GB/s / copy bandwidth\n");
-        print_tables(&c, rows, nrow);
+        if (o.op == OP_SAMEL) {
+            if (o.prologue)
+                printf("p+op_ms: the compiled prologue + dswa's op, from %s (%s, %s, torch %s); "
+                       "x p+op = p+op_ms / time_ms\n", o.prologue_path, o.prologue->device,
+                       o.prologue->date, o.prologue->torch);
+            if (c.cuda)
+                printf("goals: (a) %%copy >= %.0f %%; (b) x p+op >= %.1f (f32), >= %.1f (bf16)\n",
+                       SAMEL_GOAL_PCT_COPY, samel_goal_ratio(DSWA_F32), samel_goal_ratio(DSWA_BF16));
+            print_samel_table(&c, rows, nrow);
+        } else {
+            print_tables(&c, rows, nrow);
+        }
     }
     if (c.fatal) fprintf(stderr, "dswa bench: stopped after a CUDA error: %s\n", c.fatal_msg);
     int bad = c.fatal;
