@@ -14,9 +14,9 @@ extern "C" {
    for compute_<arch> with only this entry and what it references kept; modules equal but for
    their .target line share one text, so the .target (and .version) are rewritten on export. */
 typedef struct dswa_aot_blob {
-    const char *family;  /* "band" or "wide" */
+    const char *family;  /* kernels.h's: "band", "wide" or "scalar" */
     int arch;            /* 80, 86, 89, 90, 100, 120 */
-    const char *entry;   /* the .entry name, e.g. "dswa_fwd_bf16" */
+    const char *entry;   /* the .entry name, e.g. "dswa_fwd_bf16", "dswa_samel_bf16" */
     const char *ptx;     /* NUL-terminated */
     size_t size;         /* strlen(ptx) */
 } dswa_aot_blob;
