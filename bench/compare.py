@@ -14,6 +14,11 @@ come, so a killed run still leaves its JSON.
     python3 bench/compare.py --json out.json            # full run
     python3 bench/compare.py --quick --json out.json    # L=256 only, shorter timing
     python3 bench/compare.py --table out.json           # print the table of a saved run
+
+--op samel runs instead the comparator of the fused SAME-L block (bench/samel_prologue.py: the
+compiled PyTorch prologue + dswa's op, in CUDA graphs as `dswa bench` times), whose JSON
+`dswa bench --op samel --prologue FILE` reads:
+    python3 bench/compare.py --op samel --json samel-compare.json
 """
 import argparse
 import datetime
@@ -26,6 +31,8 @@ import sys
 import tempfile
 import time
 import traceback
+
+import samel_prologue
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 B, H, D, W, SCALE, LAM = 1, 24, 64, 17, 1 / 8, 1.0
@@ -141,8 +148,13 @@ def child(args):
 # ---- driver ---------------------------------------------------------------------------------
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--op", default="diff_swa", choices=["diff_swa", "samel"],
+                    help="the op against its comparators (default), or the fused SAME-L block "
+                         "against the compiled prologue + op")
     ap.add_argument("--L", type=int, nargs="+", default=[256, 1292, 4096])
-    ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16", "float16"])
+    ap.add_argument("--dtypes", nargs="+", default=None,
+                    help="default: float32 bfloat16 float16 (--op samel: f32 bf16 f16; either "
+                         "spelling)")
     ap.add_argument("--impls", nargs="+", default=list(IMPLS), choices=IMPLS)
     ap.add_argument("--quick", action="store_true", help="L=256 only, shorter timing")
     ap.add_argument("--json", help="write every row and the machine info here")
@@ -160,16 +172,29 @@ def main():
     ap.add_argument("--bandwidth", type=float, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--deadline", type=float, default=math.inf, help=argparse.SUPPRESS)
     ap.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # "cpu": tests only
+    samel_prologue.add_arguments(ap)
     args = ap.parse_args()
     if args.table:
         with open(args.table) as f:
-            print_table(json.load(f))
+            saved = json.load(f)
+        (samel_prologue.print_table if saved.get("tool") == samel_prologue.TOOL
+         else print_table)(saved)
         return 0
     if args.quick and "--L" not in sys.argv:
         args.L = [256]
     if args.quick:
         args.warmup, args.rep = min(args.warmup, 10), min(args.rep, 50)
     sys.path[:0] = [HERE, os.path.join(HERE, "..", "python")]   # comparators, the dswa package
+    if args.op == "samel":
+        try:
+            import torch  # noqa: F401
+        except ImportError as e:
+            print(f"compare.py --op samel: skipped: the comparator needs torch ({e})",
+                  file=sys.stderr)
+            return 3
+        return samel_prologue.run(args, machine_info)
+    if args.dtypes is None:
+        args.dtypes = ["float32", "bfloat16", "float16"]
     if args.child:
         return child(args)
 

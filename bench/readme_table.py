@@ -7,7 +7,12 @@ compare.json of bench/compare.py from the same machine), so no number in it is c
 
 With --readme, the text between the lines `<!-- perf-table:begin -->` and
 `<!-- perf-table:end -->` is replaced (the file is rewritten only when both markers are there
-once each); without it the table goes to stdout. The commit comes from the JSON (a `dswa` built
+once each); without it the table goes to stdout.
+
+The JSON of `dswa bench --op samel --prologue FILE --json` (the fused SAME-L block) gives the
+block's table instead, with both of issue 18's ratios per row (% of the same-size copy; x
+faster than the compiled prologue + op, whose times the bench took from FILE); its markers
+are `<!-- perf-samel:begin -->` and `<!-- perf-samel:end -->`. The commit comes from the JSON (a `dswa` built
 with DSWA_GIT_COMMIT defined, as `make` builds it); --commit overrides it. A table without its
 commit is refused.
 """
@@ -18,6 +23,7 @@ import sys
 import tempfile
 
 BEGIN, END = "<!-- perf-table:begin -->", "<!-- perf-table:end -->"
+SAMEL_BEGIN, SAMEL_END = "<!-- perf-samel:begin -->", "<!-- perf-samel:end -->"
 DTYPES = (("f32", "float32"), ("bf16", "bfloat16"), ("f16", "float16"))
 VS = (("full", "2H heads"), ("shared", "shared"))
 
@@ -140,16 +146,101 @@ def table(bench, compare, commit):
     return "\n".join(out) + "\n"
 
 
-def replace_in(path, text):
+def num(x, spec, unit=""):
+    return "-" if x is None else f"{x:{spec}}{unit}"
+
+
+def samel_goals(r, goals):
+    """'(a) met, (b) not met' for a timed row, against the bench's own goals."""
+    want_pct = goals.get("pct_of_copy")
+    want_x = (goals.get("vs_prologue_op") or {}).get(r["dtype"])
+    out = []
+    if want_pct is not None:
+        p = r.get("pct_of_copy")
+        out.append("(a) " + ("-" if p is None else "met" if p >= want_pct else "not met"))
+    x = r.get("vs_prologue_op")
+    if want_x is None:
+        out.append("(b) no goal")
+    else:
+        out.append("(b) " + ("-" if x is None else "met" if x >= want_x else "not met"))
+    return ", ".join(out)
+
+
+def samel_table(bench, commit):
+    """The fused block's table: one row per dtype and L, both ratios and the goals."""
+    if bench.get("tool") != "dswa bench" or "rows" not in bench:
+        fail("the first file is not the output of `dswa bench --json`")
+    if bench.get("backend") != "cuda":
+        fail("the bench ran on the CPU backend: the README table is the GPU's")
+    rows = bench["rows"]
+    shape = bench.get("shape", {})
+    goals = bench.get("goals") or {}
+    src = bench.get("prologue_op")
+    math = bench.get("math", "default")
+    gx = goals.get("vs_prologue_op") or {}
+    out = [
+        f"Measured on {bench.get('device', '?')}, {bench.get('date', '?')}, commit `{commit}`, "
+        f"`dswa bench --op samel --json` (CUDA runtime {bench.get('cuda_runtime', '?')}, driver "
+        f"{bench.get('cuda_driver', '?')}). The fused SAME-L block: packed input (B, N, 5 H D), "
+        f"B = {shape.get('batch', 1)}, H = {shape.get('heads', '?')}, D = "
+        f"{shape.get('head_dim', '?')}, DyT, RoPE on {shape.get('rot_dims', '?')} dims, window "
+        f"{shape.get('window_left', '?')} left / {shape.get('window_right', '?')} right, V "
+        f"shared, N = 17 L; f32 math `{math}`.",
+        "",
+        f"**fused**: time per call, the median of {bench.get('repeats', '?')} replays of a CUDA "
+        f"graph of {bench.get('graph_calls', '?')} back-to-back calls. **copy**: the fastest "
+        f"same-size copy (the fused call's bytes: the packed input read once, the output written "
+        f"once), timed the same way; **% copy** = copy / fused (goal (a): at least "
+        f"{num(goals.get('pct_of_copy'), '.0f', ' %')}). **prologue / op / both**: the "
+        f"compiled PyTorch prologue (DyT + RoPE + cat, `torch.compile`), dswa's op on its "
+        f"output, and the two, each in the same kind of graph"
+        + (f" (bench/compare.py --op samel on {src.get('device', '?')}, {src.get('date', '?')}, "
+           f"torch {src.get('torch', '?')})" if src else " (not measured in this run)")
+        + "; **x** = both / fused (goal (b): at least "
+        + ", ".join(f"{v:g}x {k}" for k, v in gx.items()) + ").",
+        "",
+        "| dtype | L | fused, ms | copy, ms | % copy (a) | prologue / op / both, ms | x (b) "
+        "| goals |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    order = {dt: i for i, (dt, _) in enumerate(DTYPES)}
+    for r in sorted(rows, key=lambda r: (order.get(r["dtype"], 9), r.get("L") or 0, r["N"])):
+        name = f"{r['dtype']} ({'TF32' if math == 'default' else math})" if r["dtype"] == "f32" \
+            else r["dtype"]
+        L = str(r["L"]) if r.get("L") is not None else f"N = {r['N']}"
+        if r.get("status") != "ok":
+            out.append(f"| {name} | {L} | {r.get('status', '?')}: "
+                       f"{(r.get('message') or '')[:80]} | | | | | |")
+            continue
+        cmp_ = " / ".join(num(r.get(k), ".3f") for k in ("prologue_ms", "op_ms", "prologue_op_ms"))
+        x = r.get("vs_prologue_op")
+        out.append(f"| {name} | {L} | {r['time_ms']:.4f} | {num(r.get('copy_ms'), '.4f')} | "
+                   f"{num(r.get('pct_of_copy'), '.0f', ' %')} | {cmp_} | "
+                   f"{num(x, '.2f', 'x')} | {samel_goals(r, goals)} |")
+    errs = {}
+    for r in rows:
+        if r.get("rel_err") is not None:
+            errs[r["dtype"]] = max(errs.get(r["dtype"], 0.0), r["rel_err"])
+    if errs:
+        out.append("")
+        out.append("Largest relative error against the float64 reference of the block: " +
+                   ", ".join(f"{dt} {errs[dt]:.1e}" for dt, _ in DTYPES if dt in errs) + ".")
+    notes = sorted({r.get("prologue_op_message") for r in rows if r.get("prologue_op_message")})
+    for n in notes:
+        out.append(f"Prologue + op: {n}.")
+    return "\n".join(out) + "\n"
+
+
+def replace_in(path, text, begin=BEGIN, end=END):
     try:
         with open(path) as f:
             old = f.read()
     except OSError as e:
         fail(f"{path}: {e}")
-    if old.count(BEGIN) != 1 or old.count(END) != 1 or old.index(BEGIN) > old.index(END):
-        fail(f"{path}: needs the lines {BEGIN} and {END}, once each, in that order")
-    a = old.index(BEGIN) + len(BEGIN)
-    b = old.index(END)
+    if old.count(begin) != 1 or old.count(end) != 1 or old.index(begin) > old.index(end):
+        fail(f"{path}: needs the lines {begin} and {end}, once each, in that order")
+    a = old.index(begin) + len(begin)
+    b = old.index(end)
     new = old[:a] + "\n<!-- generated by bench/readme_table.py; do not edit by hand -->\n" + \
         text + old[b:]
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".readme-")
@@ -164,7 +255,8 @@ def replace_in(path, text):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("bench", help="output of `dswa bench --json` (CUDA backend)")
+    ap.add_argument("bench", help="output of `dswa bench --json` or `dswa bench --op samel "
+                                  "--json` (CUDA backend)")
     ap.add_argument("--compare", help="output of bench/compare.py --json, same machine")
     ap.add_argument("--commit", help="the commit the bench was built from (overrides the JSON's)")
     ap.add_argument("--readme", help="rewrite the marked region of this file instead of printing")
@@ -174,9 +266,12 @@ def main():
     commit = a.commit or bench.get("commit")
     if not commit:
         fail("no commit: the JSON has none (dswa built without DSWA_GIT_COMMIT); give --commit")
-    text = table(bench, compare, commit)
+    samel = bench.get("op") == "samel"
+    if samel and compare:
+        fail("--compare goes with the op's table; the samel bench holds its comparator's times")
+    text = samel_table(bench, commit) if samel else table(bench, compare, commit)
     if a.readme:
-        replace_in(a.readme, text)
+        replace_in(a.readme, text, *((SAMEL_BEGIN, SAMEL_END) if samel else (BEGIN, END)))
     else:
         try:
             sys.stdout.write(text)
