@@ -372,7 +372,8 @@ static const struct { dswa_dtype dt; dswa_math math; } precisions[4] = {
 /* Layouts of the packed input and the output (strides multiples of 8 elements, dim stride
    1: the CUDA kernel's 16-byte rows): 0 contiguous; 1 rows, batches and output rows padded;
    2 five separate tensors [chunk, B, N, H, D] and an output [N, B, H, D]; 3 head-major
-   [B, H, chunk, N, D] with a head-major output; 4 heads and chunks padded, output heads too. */
+   [B, H, chunk, N, D] with a head-major output; 4 heads and chunks padded, output heads too;
+   5 contiguous with odd or huge strides on the size-1 axes. */
 static void set_layout(dswa_samel_problem *p, int layout) {
     const int64_t B = p->batch, N = p->seq_len, H = p->heads, D = p->head_dim, HD = H * D;
     switch (layout) {
@@ -394,11 +395,17 @@ static void set_layout(dswa_samel_problem *p, int layout) {
         p->out = (dswa_layout){N * H * (D + 16), H * (D + 16), 0, D + 16, 1};
         break;
     }
+    case 5: /* contiguous, but a size-1 axis's stride odd or above int32 (never stepped) */
+        if (B == 1) p->qkv.batch = 12345, p->out.batch = 12347;
+        if (H == 1) p->qkv.head = ((int64_t)1 << 40) + 3, p->out.head = ((int64_t)1 << 40) + 5;
+        if (N == 1) p->qkv.seq = 7, p->out.seq = 9;
+        break;
     default: break; /* dswa_samel_problem_default's contiguous ones */
     }
 }
 
-/* A case of the table: rot[0] for f32, rot[1] for 16-bit; family[0] and [1] likewise. */
+/* A case of the table: rot[0] for f32, rot[1] for 16-bit; family[0] and [1] likewise ('b'
+   band, 's' scalar: the kernel the case is meant for). */
 typedef struct spec {
     const char *name;
     int B, N, H, wl, wr, rot[2];
@@ -406,6 +413,7 @@ typedef struct spec {
     float lambda, scale;
     int layout;
     const char *family;
+    int small;   /* in the --small run */
 } spec;
 
 static dswa_samel_problem make_problem(const spec *s, int prec) {
@@ -427,39 +435,38 @@ static char family_of(const spec *s, int prec) { return s->family[precisions[pre
 #define P_MAX (INT32_MAX - 69) /* with N = 70: the last position is INT32_MAX */
 
 static const spec cases[] = {
-    /* name                     B  N    H   wl   wr  rot       pos    lam    scale  lay fam */
-    {"SAME-L",                  2, 300, 24, 17,  17, {32, 32}, 0,     1.f,   0.125f, 0, "bb"},
-    {"N=1",                     2, 1,   3,  17,  17, {32, 32}, 0,     1.f,   0.125f, 0, "bb"},
-    {"N=10 < window",           3, 10,  2,  17,  17, {32, 32}, 5,     0.5f,  0.125f, 0, "bb"},
-    {"N=130, W 5/30, padded",   2, 130, 3,  5,   30, {16, 16}, 77,    0.37f, 0.2f,   1, "bb"},
-    {"span 48, five tensors",   1, 200, 2,  40,  8,  {32, 32}, 1000,  1.f,  -0.125f, 2, "bb"},
-    {"window 0/0",              2, 70,  2,  0,   0,  {32, 32}, 3,     0.5f,  0.125f, 0, "bb"},
-    {"lambda 0, head-major",    1, 129, 2,  17,  0,  {32, 32}, 0,     0.f,   0.125f, 3, "bb"},
-    {"scale 0",                 1, 100, 2,  17,  17, {32, 32}, 9,     0.5f,  0.f,    0, "bb"},
-    {"scale -0.3, W 0/24",      2, 90,  2,  0,   24, {32, 32}, 40,    1.f,  -0.3f,   4, "bb"},
-    {"rot 0",                   1, 150, 2,  17,  17, {0, 0},   11,    1.f,   0.125f, 0, "bb"},
-    {"rot 8 (f32) / 24 (16b)",  2, 100, 2,  17,  17, {8, 24},  7,     1.f,   0.125f, 0, "bs"},
-    {"rot 40 (f32) / 48 (16b)", 1, 100, 2,  12,  20, {40, 48}, 7,     0.5f,  0.125f, 4, "sb"},
-    {"rot 64",                  1, 80,  2,  17,  17, {64, 64}, 3,     1.f,   0.125f, 0, "sb"},
-    {"pos 10^6",                2, 100, 2,  17,  17, {32, 32}, 1000000, 1.f, 0.125f, 0, "bb"},
-    {"pos INT32_MAX - N + 1",   1, 70,  2,  17,  17, {32, 32}, P_MAX, 1.f,   0.125f, 1, "bb"},
-    {"W 64/64",                 2, 200, 2,  64,  64, {32, 32}, 50,    1.f,   0.125f, 0, "ss"},
-    {"W 128/3, padded",         1, 300, 2,  128, 3,  {32, 32}, 0,     0.5f,  0.125f, 1, "ss"},
-    {"W 100/100 > N=90",        1, 90,  2,  100, 100,{32, 32}, 0,     1.f,   0.125f, 2, "ss"},
-    {"W 100/100 > N=20 (clamp)",2, 20,  2,  100, 100,{32, 32}, 0,     1.f,   0.125f, 0, "bb"},
-    {"scalar, N=1",             1, 1,   2,  64,  0,  {40, 24}, 0,     1.f,   0.125f, 0, "ss"},
-    {"scalar, pos INT32_MAX-N+1", 1, 70, 2, 0,   64, {64, 24}, P_MAX, 1.f,  -0.125f, 3, "ss"},
-    {"scalar, rot 0, lambda 0", 2, 65,  2,  30,  30, {0, 0},   1,     0.f,   0.2f,   4, "ss"},
-    {"L=1292 (sampled)",        1, 1292, 24, 17, 17, {32, 32}, 0,     1.f,   0.125f, 0, "bb"},
+    /* name                     B  N    H   wl   wr  rot       pos    lam    scale  lay fam small */
+    {"SAME-L",                  2, 300, 24, 17,  17, {32, 32}, 0,     1.f,   0.125f, 0, "bb", 0},
+    {"N=1",                     2, 1,   3,  17,  17, {32, 32}, 0,     0.37f, 0.125f, 0, "bb", 1},
+    {"N=10 < window",           3, 10,  2,  17,  17, {32, 32}, 5,     0.5f,  0.125f, 0, "bb", 0},
+    {"N=130, W 5/30, padded",   2, 130, 3,  5,   30, {16, 16}, 77,    0.37f, 0.2f,   1, "bb", 1},
+    {"span 48, five tensors",   1, 200, 2,  40,  8,  {32, 32}, 1000,  1.f,  -0.125f, 2, "bb", 0},
+    {"window 0/0",              2, 70,  2,  0,   0,  {32, 32}, 3,     0.5f,  0.125f, 0, "bb", 0},
+    {"lambda 0, head-major",    1, 129, 2,  17,  0,  {32, 32}, 0,     0.f,   0.125f, 3, "bb", 0},
+    {"scale 0",                 1, 100, 2,  17,  17, {32, 32}, 9,     0.5f,  0.f,    0, "bb", 0},
+    {"scale -0.3, W 0/24",      2, 90,  2,  0,   24, {32, 32}, 40,    1.f,  -0.3f,   4, "bb", 0},
+    {"rot 0",                   1, 150, 2,  17,  17, {0, 0},   11,    1.f,   0.125f, 0, "bb", 0},
+    {"rot 8 (f32) / 24 (16b)",  2, 100, 2,  17,  17, {8, 24},  7,     1.f,   0.125f, 0, "bs", 1},
+    {"rot 40 (f32) / 48 (16b)", 1, 100, 2,  12,  20, {40, 48}, 7,     0.5f,  0.125f, 4, "sb", 1},
+    {"rot 64",                  1, 80,  2,  17,  17, {64, 64}, 3,     1.f,   0.125f, 0, "sb", 0},
+    {"pos 10^6",                2, 100, 2,  17,  17, {32, 32}, 1000000, 1.f, 0.125f, 0, "bb", 0},
+    {"pos INT32_MAX - N + 1",   1, 70,  2,  17,  17, {32, 32}, P_MAX, 1.f,   0.125f, 1, "bb", 1},
+    {"W 64/64",                 2, 200, 2,  64,  64, {32, 32}, 50,    1.f,   0.125f, 0, "ss", 1},
+    {"W 128/3, padded",         1, 300, 2,  128, 3,  {32, 32}, 0,     0.5f,  0.125f, 1, "ss", 0},
+    {"W 100/100 > N=90",        1, 90,  2,  100, 100,{32, 32}, 0,     1.f,   0.125f, 2, "ss", 0},
+    {"W 100/100 > N=20 (clamp)",2, 20,  2,  100, 100,{32, 32}, 0,     1.f,   0.125f, 0, "bb", 1},
+    {"scalar, N=1",             1, 1,   2,  64,  0,  {40, 24}, 0,     0.5f,  0.125f, 0, "ss", 1},
+    {"scalar, pos INT32_MAX-N+1", 1, 70, 2, 0,   64, {64, 24}, P_MAX, 1.f,  -0.125f, 3, "ss", 0},
+    {"scalar, rot 0, lambda 0", 2, 65,  2,  30,  30, {0, 0},   1,     0.f,   0.2f,   4, "ss", 0},
+    {"size-1 axes, odd strides",1, 100, 1,  17,  17, {32, 32}, 0,     1.f,   0.125f, 5, "bb", 1},
+    {"N=1, H=1, odd strides",   1, 1,   1,  64,  64, {32, 32}, 0,     0.6f,  0.125f, 5, "bb", 0},
+    {"L=1292 (sampled)",        1, 1292, 24, 17, 17, {32, 32}, 0,     1.f,   0.125f, 0, "bb", 0},
 };
-/* --small: one of each kind, small */
-static const int small_cases[] = {1, 3, 10, 11, 14, 18, 19};
 
 static void test_cases(void) {
-    const int n = small_only ? (int)(sizeof small_cases / sizeof small_cases[0])
-                             : (int)(sizeof cases / sizeof cases[0]);
-    for (int k = 0; k < n; k++) {
-        const spec *s = &cases[small_only ? small_cases[k] : k];
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const spec *s = &cases[k];
+        if (small_only && !s->small) continue;
         for (int prec = 0; prec < 4; prec++) {
             dswa_samel_problem p = make_problem(s, prec);
             scase c = case_new(&p);
@@ -508,14 +515,15 @@ static const char *const wrong_names[WRONG_COUNT] = {
 static void test_self_check(void) {
     /* wrong kernels checked: bit w of mask for wrong_names[w] */
     static const struct { spec s; unsigned mask; } sc[] = {
-        {{"self-check band", 2, 150, 3, 17, 17, {32, 32}, 1000, 1.f, 0.125f, 1, "bb"}, 0x0f},
-        {{"self-check band, pos 10^6", 1, 150, 3, 17, 17, {32, 32}, 1000000, 1.f, 0.125f, 0, "bb"}, 0x30},
-        {{"self-check band, pos 2^31-N", 1, 70, 3, 17, 17, {32, 32}, P_MAX, 1.f, 0.125f, 0, "bb"}, 0x30},
-        {{"self-check scalar", 1, 100, 2, 40, 30, {40, 24}, 1000, 1.f, 0.125f, 0, "ss"}, 0x0f},
-        {{"self-check scalar, pos 10^6", 1, 100, 2, 40, 30, {40, 24}, 1000000, 1.f, 0.125f, 0, "ss"}, 0x30}};
+        {{"self-check band", 2, 150, 3, 17, 17, {32, 32}, 1000, 1.f, 0.125f, 1, "bb", 1}, 0x0f},
+        {{"self-check band, pos 10^6", 1, 150, 3, 17, 17, {32, 32}, 1000000, 1.f, 0.125f, 0, "bb", 0}, 0x30},
+        {{"self-check band, pos 2^31-N", 1, 70, 3, 17, 17, {32, 32}, P_MAX, 1.f, 0.125f, 0, "bb", 1}, 0x30},
+        {{"self-check scalar", 1, 100, 2, 40, 30, {40, 24}, 1000, 1.f, 0.125f, 0, "ss", 1}, 0x0f},
+        {{"self-check scalar, pos 10^6", 1, 100, 2, 40, 30, {40, 24}, 1000000, 1.f, 0.125f, 0, "ss", 0}, 0x30}};
     for (size_t k = 0; k < sizeof sc / sizeof sc[0]; k++)
         for (int prec = 0; prec < 4; prec++) {
-            if (small_only && prec != 3 && k != 0) continue;
+            /* --small: the first in every precision, the other small ones in bf16 */
+            if (small_only && (!sc[k].s.small || (k != 0 && prec != 3))) continue;
             if (sc[k].s.pos == 1000000 && precisions[prec].math != DSWA_MATH_FP32) continue;
             dswa_samel_problem p = make_problem(&sc[k].s, prec);
             scase c = case_new(&p);
@@ -579,11 +587,11 @@ static void test_self_check(void) {
    here, and the reference must agree with it as the output must agree with the reference. */
 static void test_nonfinite(void) {
     static const spec nf[2] = {
-        {"band", 2, 130, 3, 4, 9, {32, 32}, 21, 1.f, 0.125f, 1, "bb"},
-        {"scalar", 2, 130, 3, 40, 30, {32, 32}, 21, 1.f, 0.125f, 0, "ss"}};
+        {"band", 2, 130, 3, 4, 9, {32, 32}, 21, 1.f, 0.125f, 1, "bb", 1},
+        {"scalar", 2, 130, 3, 40, 30, {32, 32}, 21, 1.f, 0.125f, 0, "ss", 1}};
     for (int k = 0; k < 2; k++)
         for (int prec = 0; prec < 4; prec++) {
-            if (small_only && prec != 3 && !(prec == 0 && k == 1)) continue;
+            if (small_only && prec != 3 && !(prec == 0 && k == 1)) continue; /* bf16; scalar f32 */
             const spec *s = &nf[k];
             const int64_t D = 64, N = s->N;
             /* key row j is in the window of query rows max(0, j - wr) .. min(N - 1, j + wl) */
@@ -627,9 +635,9 @@ static void test_nonfinite(void) {
 static void test_graph(void) {
     enum { CALLS = 3 };
     static const spec gs[CALLS] = {
-        {"graph: band bf16", 2, 300, 4, 17, 17, {32, 32}, 0, 0.8f, 0.125f, 0, "bb"},
-        {"graph: scalar f32", 1, 200, 2, 64, 64, {32, 32}, 100, 1.f, 0.125f, 0, "ss"},
-        {"graph: band f16", 2, 130, 3, 5, 30, {32, 32}, 5000, 0.5f, 0.2f, 4, "bb"}};
+        {"graph: band bf16", 2, 300, 4, 17, 17, {32, 32}, 0, 0.8f, 0.125f, 0, "bb", 1},
+        {"graph: scalar f32", 1, 200, 2, 64, 64, {32, 32}, 100, 1.f, 0.125f, 0, "ss", 1},
+        {"graph: band f16", 2, 130, 3, 5, 30, {32, 32}, 5000, 0.5f, 0.2f, 4, "bb", 1}};
     static const int prec[CALLS] = {3, 0, 2};
     const int replays = small_only ? 4 : 100;
     cudaStream_t s;
