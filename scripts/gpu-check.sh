@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # The GPU job, in one command on a machine with an NVIDIA GPU: build for that GPU, every test
 # (GPU tests included), compute-sanitizer (memcheck, racecheck, synccheck, initcheck) on the
-# small GPU cases, the TensorRT plugin path launched through the driver in a CUDA graph, then
-# `dswa bench` (with the wide kernel and fp32-accurate rows) and the README table from it.
+# small GPU cases of the op (test_cuda) and of the fused block (test_cuda_samel), the TensorRT
+# plugin path launched through the driver in a CUDA graph, then `dswa bench` (with the wide
+# kernel and fp32-accurate rows) and the README table from it, and `dswa bench --op samel`.
 # Logs and JSON go to OUTDIR (default: $OUT, else ./gpu-out); it ends with a short summary.
 #   scripts/gpu-check.sh [OUTDIR] [all|tests|bench|compare]
 # `tests` and `bench` are the two halves of `all`; `compare` runs the Python comparators
-# (bench/compare.py: Triton block-tiled kernel, FlexAttention) and the plot. Without a GPU it
-# says so and exits 1 at once.
+# (bench/compare.py: Triton block-tiled kernel, FlexAttention) and the plot, then the fused
+# block's comparator (compare.py --op samel: compiled prologue + op) and `dswa bench --op samel
+# --prologue` on its output: the fused block's README table (both ratios) and plot. Each part
+# keeps within one device call (10 min): the sanitizer runs stop being started once the tests
+# part has run SANITIZER_UNTIL seconds (default 480). Without a GPU it says so and exits 1 at
+# once.
 set -u
 out=${1:-${OUT:-gpu-out}}
 part=${2:-all}
@@ -38,23 +43,38 @@ grep -v '^ptxas warning' "$out/build.log" | tail -n 5
 note "build: $(secs "$t") s"
 
 if [ "$part" = all ] || [ "$part" = tests ]; then
+    part_start=$(date +%s)
     step "make test"
     t=$(date +%s)
     if make -s GPU_ARCH="$arch" GIT_COMMIT="$commit" test > "$out/test.log" 2>&1; then r=ok; else r=FAILED; rc=1; fi
     grep -E '^(PASS|FAIL|SKIP)|^tests:|^      ' "$out/test.log"
     note "make test: $r in $(secs "$t") s ($(grep '^tests:' "$out/test.log"))"
     tar czf "$out/test-logs.tgz" -C build test-logs 2>/dev/null
-    step "compute-sanitizer on test_cuda --small"
+    step "compute-sanitizer on test_cuda --small and test_cuda_samel --small"
     if command -v compute-sanitizer >/dev/null; then
-        for tool in memcheck racecheck synccheck initcheck; do
-            t=$(date +%s)
-            timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 build/tests/test_cuda --small \
-                > "$out/sanitizer-$tool.txt" 2>&1
-            r=$?
-            s=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.txt" | tail -n 1)
-            echo "$tool: exit $r in $(secs "$t") s: $s"
-            note "sanitizer $tool: exit $r: $s"
-            [ $r -eq 0 ] || rc=1
+        # test_cuda's logs keep their old names (sanitizer-<tool>.txt); the fused block's are
+        # sanitizer-samel-<tool>.txt
+        for test in test_cuda test_cuda_samel; do
+            [ $test = test_cuda ] && tag="" || tag="samel-"
+            if [ ! -x build/tests/$test ]; then
+                echo "$test: not built: skipped"; note "sanitizers on $test: skipped (not built)"; rc=1
+                continue
+            fi
+            for tool in memcheck racecheck synccheck initcheck; do
+                if [ "$(secs "$part_start")" -ge "${SANITIZER_UNTIL:-480}" ]; then
+                    echo "$test $tool: skipped: the tests part has run ${SANITIZER_UNTIL:-480} s"
+                    note "sanitizer $test $tool: skipped (time)"; rc=1
+                    continue
+                fi
+                t=$(date +%s)
+                timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 build/tests/$test --small \
+                    > "$out/sanitizer-$tag$tool.txt" 2>&1
+                r=$?
+                s=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tag$tool.txt" | tail -n 1)
+                echo "$test $tool: exit $r in $(secs "$t") s: $s"
+                note "sanitizer $test $tool: exit $r: $s"
+                [ $r -eq 0 ] || rc=1
+            done
         done
     else
         echo "compute-sanitizer not found"; note "compute-sanitizer: not found"; rc=1
@@ -87,13 +107,38 @@ if [ "$part" = all ] || [ "$part" = bench ]; then
     step "fp32-accurate math (--math fp32) beside TF32"
     build/dswa bench --dtype f32 --math fp32 --cold none --json > "$out/bench-fp32.json" 2> "$out/bench-fp32.err" || rc=1
     python3 bench/profiling/bench-table.py "$out/bench-fp32.json" | tail -n +2 || rc=1
+    step "the fused SAME-L block: dswa bench --op samel (goal (a); goal (b) is the compare part's)"
+    t=$(date +%s)
+    timeout 240 build/dswa bench --op samel --json > "$out/bench-samel-nocompare.json" 2> "$out/bench-samel-nocompare.err" ||
+        { echo "dswa bench --op samel failed"; tail -n 5 "$out/bench-samel-nocompare.err"; rc=1; }
+    python3 bench/readme_table.py "$out/bench-samel-nocompare.json" --commit "$commit" | tail -n +5 || rc=1
+    note "dswa bench --op samel: $(secs "$t") s"
 fi
 
 if [ "$part" = all ] || [ "$part" = compare ]; then
     step "comparators (bench/compare.py)"
-    timeout 400 python3 bench/compare.py --budget "${COMPARE_BUDGET:-330}" --json "$out/compare.json" || rc=1
+    # the budgets keep the whole part within one device call (typical: 60 s, 150 s, 30 s)
+    timeout 260 python3 bench/compare.py --budget "${COMPARE_BUDGET:-200}" --json "$out/compare.json" || rc=1
     python3 bench/plot.py "$out/compare.json" "$out/perf.png" || true
     python3 bench/compare.py --table "$out/compare.json" || true
+    step "the fused block's comparator: compiled prologue + op (bench/compare.py --op samel)"
+    t=$(date +%s)
+    timeout 210 python3 bench/compare.py --op samel --budget "${SAMEL_COMPARE_BUDGET:-150}" --json "$out/samel-compare.json"
+    r=$?
+    case $r in
+        0) note "samel comparator: ok in $(secs "$t") s" ;;
+        3) note "samel comparator: skipped (no torch)" ;;   # compare.py said why
+        *) note "samel comparator: exit $r in $(secs "$t") s"; rc=1 ;;
+    esac
+    step "dswa bench --op samel with the comparator's times: the README's fused-block table"
+    t=$(date +%s)
+    prologue=()
+    [ -s "$out/samel-compare.json" ] && prologue=(--prologue "$out/samel-compare.json")
+    if timeout 120 build/dswa bench --op samel ${prologue[@]+"${prologue[@]}"} --json > "$out/bench-samel.json" 2> "$out/bench-samel.err"; then r=ok; else r=FAILED; rc=1; tail -n 5 "$out/bench-samel.err"; fi
+    python3 bench/readme_table.py "$out/bench-samel.json" --commit "$commit" > "$out/readme-samel.md" &&
+        cat "$out/readme-samel.md" || rc=1
+    python3 bench/plot.py "$out/bench-samel.json" "$out/perf-samel.png" || true
+    note "dswa bench --op samel --prologue: $r in $(secs "$t") s"
 fi
 step "summary (commit $commit)"
 printf '%s' "$summary"
