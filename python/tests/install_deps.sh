@@ -1,6 +1,6 @@
 #!/bin/sh
 # What the Python tests need, from PyPI, under PREFIX (nothing system-wide):
-#   PREFIX/venv      python3 -m venv with numpy and pytest
+#   PREFIX/venv      python3 -m venv with numpy, pytest and onnx (dswa.onnx_samel's tests)
 #   PREFIX/trt-cu13  TensorRT's Python plugin layer (tensorrt.plugin) from tensorrt-cu13-bindings
 #   PREFIX/trt-cu12  the same from a 10.x tensorrt-cu12-bindings (the oldest with aot_impl)
 #   PREFIX/trt-10.8  10.8: tensorrt.plugin without aot_impl (register() must refuse it cleanly)
@@ -16,12 +16,14 @@ P=$(cd "$1" && pwd)
 TRT13=${DSWA_TRT13_VERSION:-11.4.0.106}
 TRT12=${DSWA_TRT12_VERSION:-10.9.0.34}
 TRT108=10.8.0.43
+ONNX=${DSWA_ONNX_VERSION:-1.23.2}
 if ! python3 -m venv "$P/venv" >&2; then
     echo "$0: python3 -m venv failed; on Debian/Ubuntu install python3-venv (apt-get install python3-venv)" >&2
     exit 1
 fi
 # setuptools >= 70.1 (it makes wheels itself): test_package.py builds the wheel offline
-"$P/venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest "setuptools>=70.1" >&2
+"$P/venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest "setuptools>=70.1" \
+    "onnx==$ONNX" >&2
 for spec in "trt-cu13 tensorrt-cu13-bindings==$TRT13" "trt-cu12 tensorrt-cu12-bindings==$TRT12" \
             "trt-10.8 tensorrt-cu12-bindings==$TRT108"; do
     set -- $spec
