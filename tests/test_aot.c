@@ -107,9 +107,20 @@ static long shared_declared(const char *ptx) {
     return total;
 }
 
-/* ---- the formulas: integers, B N H D WL WR, + - * // ( ), min(a, b), float_bits(scale|lambda) */
+/* ---- the formulas: integers, B N H D WL WR (and the fused block's POS ROT), + - * // ( ),
+   min(a, b), float_bits(scale|lambda|base|q_alpha|k_alpha) */
 
-typedef struct ev { const char *s; int64_t B, N, H, D, WL, WR; int32_t scale_bits, lambda_bits; int err; } ev;
+typedef struct ev {
+    const char *s;
+    int64_t B, N, H, D, WL, WR, POS, ROT;
+    float scale, lambda, base, q_alpha, k_alpha;
+    int err;
+} ev;
+static int32_t bits_of(float x) {
+    int32_t b;
+    memcpy(&b, &x, 4);
+    return b;
+}
 static int64_t ev_expr(ev *e);
 static void ev_ws(ev *e) { while (*e->s == ' ') e->s++; }
 static int ev_word(ev *e, const char *w) {
@@ -134,8 +145,13 @@ static int64_t ev_factor(ev *e) {
         if (!ev_word(e, ")")) e->err = 1;
         return a < b ? a : b;
     }
-    if (ev_word(e, "float_bits(scale)")) return e->scale_bits;
-    if (ev_word(e, "float_bits(lambda)")) return e->lambda_bits;
+    if (ev_word(e, "float_bits(scale)")) return bits_of(e->scale);
+    if (ev_word(e, "float_bits(lambda)")) return bits_of(e->lambda);
+    if (ev_word(e, "float_bits(base)")) return bits_of(e->base);
+    if (ev_word(e, "float_bits(q_alpha)")) return bits_of(e->q_alpha);
+    if (ev_word(e, "float_bits(k_alpha)")) return bits_of(e->k_alpha);
+    if (ev_word(e, "POS")) return e->POS;
+    if (ev_word(e, "ROT")) return e->ROT;
     if (ev_word(e, "WL")) return e->WL;
     if (ev_word(e, "WR")) return e->WR;
     if (ev_word(e, "B")) return e->B;
@@ -164,14 +180,21 @@ static int64_t ev_expr(ev *e) {
         else return x;
     }
 }
-static int64_t eval(const char *s, const dswa_problem *p, int *err) {
-    ev e = {s, p->batch, p->seq_len, p->heads, p->head_dim, p->window_left, p->window_right, 0, 0, 0};
-    memcpy(&e.scale_bits, &p->scale, 4);
-    memcpy(&e.lambda_bits, &p->lambda, 4);
+static int64_t eval_ev(ev e, int *err) {
     int64_t x = ev_expr(&e);
     ev_ws(&e);
     *err = e.err || *e.s != '\0';
     return x;
+}
+static int64_t eval(const char *s, const dswa_problem *p, int *err) {
+    const ev e = {s, p->batch, p->seq_len, p->heads, p->head_dim, p->window_left, p->window_right, -1, -1,
+                  p->scale, p->lambda, NAN, NAN, NAN, 0};
+    return eval_ev(e, err);
+}
+static int64_t eval_samel(const char *s, const dswa_samel_problem *p, int *err) {
+    const ev e = {s, p->batch, p->seq_len, p->heads, p->head_dim, p->window_left, p->window_right, p->pos_offset,
+                  p->rot_dims, p->scale, p->lambda, p->rope_base, p->q_norm.alpha, p->k_norm.alpha, 0};
+    return eval_ev(e, err);
 }
 
 /* ---- ptxas, run on many modules at once ------------------------------------------------------ */
@@ -226,13 +249,44 @@ static void assemble_all(void) {
 
 /* ---- checks of one export ------------------------------------------------------------------ */
 
-static void check_export(const dswa_aot_info *in, int ai, dswa_dtype dt, int band) {
-    const char *what = names[band][dt];
+/* What one export must be: the kernel, its family and op, and its parameters in launch order. */
+typedef struct expect {
+    const char *kernel, *family, *op;
+    dswa_dtype dtype;
+    dswa_math math;
+    int max_span;
+    int32_t rot_dims;
+    int n_inputs, n_extras;
+    const char *const *order; /* the n_inputs + n_extras + 1 parameter names */
+    int mma;                  /* 1: the dtype's tensor-core mma must be there */
+    int below;                /* 1: a copy one PTX ISA version below the claim is assembled, and must fail */
+} expect;
+
+static const char *const op_order[24] = {"q", "k", "v", "n", "wl", "wr", "scale_bits", "lambda_bits", "q_sb",
+    "q_sn", "q_sp", "q_sh", "k_sb", "k_sn", "k_sp", "k_sh", "v_sb", "v_sn", "v_sp", "v_sh", "o_sb", "o_sn", "o_sh",
+    "out"};
+static const char *const samel_order[23] = {"x", "q_gamma", "q_beta", "k_gamma", "k_beta", "n", "wl", "wr",
+    "scale_bits", "lambda_bits", "x_sb", "x_sn", "x_sc", "x_sh", "o_sb", "o_sn", "o_sh", "rot_dims", "base_bits",
+    "pos_offset", "q_alpha_bits", "k_alpha_bits", "out"};
+
+/* The op's export of names[band][dt]. */
+static expect op_expect(dswa_dtype dt, int band) {
+    expect e = {names[band][dt], band ? "band" : "wide", "diff_swa", dt,
+                dt == DSWA_F32 ? DSWA_MATH_TF32 : DSWA_MATH_DEFAULT, band ? 48 : -1, 0, 3, 20, op_order, 1,
+                dt == DSWA_BF16};
+    return e;
+}
+
+static void check_export(const dswa_aot_info *in, int ai, const expect *e) {
+    const char *what = e->kernel;
+    const int np_want = e->n_inputs + e->n_extras + 1;
     char buf[256], want[64];
     CHECK(in->ptx && in->ptx_size == strlen(in->ptx), "%s %s: ptx_size %zu", archs[ai].arch, what, in->ptx_size);
     if (!in->ptx) return;
     CHECK(!strcmp(in->kernel_name, what), "%s: kernel %s, expected %s", archs[ai].arch, in->kernel_name, what);
-    CHECK(!strcmp(in->family, band ? "band" : "wide"), "%s %s: family %s", archs[ai].arch, what, in->family);
+    CHECK(!strcmp(in->family, e->family), "%s %s: family %s", archs[ai].arch, what, in->family);
+    CHECK(in->op && !strcmp(in->op, e->op) && in->rot_dims == e->rot_dims, "%s %s: op %s, rot_dims %d; expected %s, %d",
+          archs[ai].arch, what, in->op ? in->op : "NULL", (int)in->rot_dims, e->op, (int)e->rot_dims);
     CHECK(!strcmp(in->target, archs[ai].arch), "%s %s: target %s", archs[ai].arch, what, in->target);
     CHECK(count_substr(in->ptx, ".entry") == 1, "%s %s: %d .entry in the module", archs[ai].arch, what,
           count_substr(in->ptx, ".entry"));
@@ -258,17 +312,17 @@ static void check_export(const dswa_aot_info *in, int ai, dswa_dtype dt, int ban
           mn == in->ptx_isa_min_minor, "%s %s: dswa_aot_isa_required says %d.%d (%s)", archs[ai].arch, what, mj,
           mn, feat ? feat : "target");
     /* tensor-core mma of the dtype */
-    const char *mma = dt == DSWA_F32 ? "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
-                    : dt == DSWA_F16 ? "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
-                                     : "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
-    CHECK(count_substr(in->ptx, mma) > 0, "%s %s: no %s", archs[ai].arch, what, mma);
+    const char *mma = e->dtype == DSWA_F32 ? "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+                    : e->dtype == DSWA_F16 ? "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+                                           : "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
+    if (e->mma) CHECK(count_substr(in->ptx, mma) > 0, "%s %s: no %s", archs[ai].arch, what, mma);
     /* the signature against the metadata */
     int bytes[64];
     const int np = entry_params(in->ptx, what, bytes, 64);
-    CHECK(np == in->n_params && np == DSWA_AOT_MAX_PARAMS, "%s %s: the entry has %d parameters, the metadata %d",
-          archs[ai].arch, what, np, in->n_params);
-    CHECK(in->n_inputs == 3 && in->n_extras == 20 && in->n_outputs == 1, "%s %s: %d inputs, %d extras, %d outputs",
-          archs[ai].arch, what, in->n_inputs, in->n_extras, in->n_outputs);
+    CHECK(np == in->n_params && np == np_want, "%s %s: the entry has %d parameters, the metadata %d, expected %d",
+          archs[ai].arch, what, np, in->n_params, np_want);
+    CHECK(in->n_inputs == e->n_inputs && in->n_extras == e->n_extras && in->n_outputs == 1,
+          "%s %s: %d inputs, %d extras, %d outputs", archs[ai].arch, what, in->n_inputs, in->n_extras, in->n_outputs);
     for (int i = 0; i < np && i < in->n_params; i++) {
         const dswa_aot_param_kind k = in->params[i].kind;
         const dswa_aot_param_kind order = i < in->n_inputs ? DSWA_AOT_INPUT
@@ -280,12 +334,9 @@ static void check_export(const dswa_aot_info *in, int ai, dswa_dtype dt, int ban
         CHECK(in->params[i].name && in->params[i].meaning && in->params[i].meaning[0] && in->params[i].expr,
               "%s %s: parameter %d lacks a name, meaning or expr", archs[ai].arch, what, i);
     }
-    static const char *const order_names[24] = {"q", "k", "v", "n", "wl", "wr", "scale_bits", "lambda_bits",
-        "q_sb", "q_sn", "q_sp", "q_sh", "k_sb", "k_sn", "k_sp", "k_sh", "v_sb", "v_sn", "v_sp", "v_sh", "o_sb",
-        "o_sn", "o_sh", "out"};
-    for (int i = 0; i < 24; i++)
-        CHECK(!strcmp(in->params[i].name, order_names[i]), "%s: parameter %d is %s, expected %s", what, i,
-              in->params[i].name, order_names[i]);
+    for (int i = 0; i < np_want && i < in->n_params; i++)
+        CHECK(!strcmp(in->params[i].name, e->order[i]), "%s: parameter %d is %s, expected %s", what, i,
+              in->params[i].name, e->order[i]);
     /* launch geometry */
     unsigned nt[3] = {1, 1, 1};
     const char *mx = strstr(in->ptx, "\n.maxntid ");
@@ -293,23 +344,25 @@ static void check_export(const dswa_aot_info *in, int ai, dswa_dtype dt, int ban
     CHECK(in->block[0] == 128 && in->block[1] == 1 && in->block[2] == 1 && got >= 1 && nt[0] == in->block[0] &&
           nt[1] == in->block[1] && nt[2] == in->block[2], "%s %s: block (%u, %u, %u), the entry's .maxntid (%u, %u, %u)",
           archs[ai].arch, what, in->block[0], in->block[1], in->block[2], nt[0], nt[1], nt[2]);
+    /* (the scalar kernel may declare none) */
     const long sh = shared_declared(in->ptx);
-    CHECK(sh == (long)in->shared_bytes && sh > 0 && sh <= 48 * 1024 && in->dynamic_shared_bytes == 0,
+    CHECK(sh == (long)in->shared_bytes && (sh > 0 || !strcmp(e->family, "scalar")) && sh <= 48 * 1024 &&
+          in->dynamic_shared_bytes == 0,
           "%s %s: the PTX declares %ld bytes of shared memory, the metadata %u (+%u dynamic); TensorRT allows 48 KB",
           archs[ai].arch, what, sh, in->shared_bytes, in->dynamic_shared_bytes);
     CHECK(strstr(in->ptx, ".extern .shared") == NULL, "%s %s: dynamic shared memory declared", archs[ai].arch, what);
     CHECK(in->grid[0] && !strcmp(in->grid[0], "(N + 63) // 64") && !strcmp(in->grid[1], "H") &&
           !strcmp(in->grid[2], "B"), "%s %s: grid (%s, %s, %s): one block per 64 queries, head and batch expected",
           archs[ai].arch, what, in->grid[0], in->grid[1], in->grid[2]);
-    CHECK(in->max_span == (band ? 48 : -1), "%s %s: max_span %d", archs[ai].arch, what, in->max_span);
-    CHECK(in->head_dim == 64 && in->dtype == dt && in->math == (dt == DSWA_F32 ? DSWA_MATH_TF32 : DSWA_MATH_DEFAULT),
-          "%s %s: head_dim %d dtype %d math %d", archs[ai].arch, what, in->head_dim, (int)in->dtype, (int)in->math);
+    CHECK(in->max_span == e->max_span, "%s %s: max_span %d", archs[ai].arch, what, in->max_span);
+    CHECK(in->head_dim == 64 && in->dtype == e->dtype && in->math == e->math, "%s %s: head_dim %d dtype %d math %d",
+          archs[ai].arch, what, in->head_dim, (int)in->dtype, (int)in->math);
 
     /* ptxas: assembles at the claimed version; one version lower is refused (queued: the
        assemblies run side by side in assemble_all) */
     if (!ptxas) return;
     queue_ptxas(in->ptx, archs[ai].arch, what, 1, NULL);
-    if (dt == DSWA_BF16) { /* once per arch and family: the claimed version is the lowest */
+    if (e->below) { /* once per arch and family: the claimed version is the lowest */
         const char *v = strstr(in->ptx, "\n.version ");
         CHECK(v != NULL, "%s %s: no .version line", archs[ai].arch, what);
         if (v) {
@@ -500,6 +553,275 @@ static void error_cases(int have_ptx) {
     CHECK(in.ptx == NULL && in.target == NULL && in.ptx_isa_min_reason == NULL, "dswa_aot_info_free left pointers behind");
 }
 
+/* ---- the fused SAME-L kernel ---------------------------------------------------------------- */
+
+static const char *const samel_band_names[4] = {"dswa_samel_f32_tf32", "dswa_samel_f32_fp32", "dswa_samel_f16",
+                                                "dswa_samel_bf16"};
+static const char *const samel_scalar_names[3] = {"dswa_samel_scalar_f32", "dswa_samel_scalar_f16",
+                                                  "dswa_samel_scalar_bf16"};
+
+/* The kernel the fused block must get, by the rule dswa.h states: the band kernel when the
+   clamped windows span at most 48 and rot_dims falls on whole 16-byte chunks of one phase (a
+   multiple of 16 for f16 and bf16; of 8 up to 32 for f32), else the scalar one. */
+static const char *samel_expected(dswa_dtype dt, dswa_math m, int32_t wl, int32_t wr, int32_t rot) {
+    const int rot_ok = dt == DSWA_F32 ? rot % 8 == 0 && rot <= 32 : rot % 16 == 0;
+    if (wl >= 0 && wr >= 0 && wl + wr <= 48 && rot_ok)
+        return samel_band_names[dt == DSWA_F32 ? (m == DSWA_MATH_FP32 ? 1 : 0) : dt + 1];
+    return samel_scalar_names[dt];
+}
+
+static expect samel_expect(dswa_dtype dt, dswa_math m, int32_t wl, int32_t wr, int32_t rot) {
+    const char *k = samel_expected(dt, m, wl, wr, rot);
+    const int band = !strncmp(k, "dswa_samel_scalar", 17) ? 0 : 1;
+    const dswa_math math = !band || dt != DSWA_F32 ? DSWA_MATH_DEFAULT : m == DSWA_MATH_FP32 ? DSWA_MATH_FP32
+                                                                                         : DSWA_MATH_TF32;
+    expect e = {k, band ? "band" : "scalar", "samel", dt, math, band ? 48 : -1, rot, 5, 17, samel_order, band,
+                dt == DSWA_BF16};
+    return e;
+}
+
+/* Every architecture, dtype, math and family: the band kernel for SAME-L's windows, the scalar
+   one for any window. */
+static void samel_exports(void) {
+    static const struct { dswa_dtype dt; dswa_math m; int32_t w; } kinds[] = {
+        {DSWA_F32, DSWA_MATH_DEFAULT, 17}, {DSWA_F32, DSWA_MATH_FP32, 17}, {DSWA_F16, DSWA_MATH_DEFAULT, 17},
+        {DSWA_BF16, DSWA_MATH_DEFAULT, 17}, {DSWA_F32, DSWA_MATH_TF32, -1}, {DSWA_F16, DSWA_MATH_DEFAULT, -1},
+        {DSWA_BF16, DSWA_MATH_DEFAULT, -1},
+    };
+    for (int ai = 0; ai < N_ARCHS; ai++)
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            dswa_aot_info in;
+            const dswa_status s = dswa_aot_samel_kernel(archs[ai].arch, kinds[k].dt, kinds[k].m, kinds[k].w,
+                                                        kinds[k].w, 32, &in);
+            CHECK(s == DSWA_OK, "samel %s %s W=%d: %s: %s", archs[ai].arch, dswa_dtype_name(kinds[k].dt), kinds[k].w,
+                  dswa_status_string(s), dswa_last_error());
+            if (s != DSWA_OK) continue;
+            const expect e = samel_expect(kinds[k].dt, kinds[k].m, kinds[k].w, kinds[k].w, 32);
+            check_export(&in, ai, &e);
+            CHECK(in.window_left == kinds[k].w && in.window_right == kinds[k].w, "samel %s: windows %d/%d",
+                  e.kernel, in.window_left, in.window_right);
+            if (kinds[k].dt == DSWA_BF16)
+                printf("%s: samel %s: PTX ISA %d.%d, %u B shared, %zu bytes of PTX\n", archs[ai].arch, e.family,
+                       in.ptx_isa_major, in.ptx_isa_minor, in.shared_bytes, in.ptx_size);
+            dswa_aot_info_free(&in);
+        }
+    /* the pick at the band's edges (window span, rot_dims per dtype), against the rule and against
+       dswa_samel_kernel_name for a long sequence; metadata only (these modules are assembled above) */
+    static const struct { dswa_dtype dt; dswa_math m; int32_t wl, wr, rot; } picks[] = {
+        {DSWA_F16, DSWA_MATH_DEFAULT, 17, 17, 16}, {DSWA_F16, DSWA_MATH_DEFAULT, 17, 17, 8},
+        {DSWA_F16, DSWA_MATH_DEFAULT, 17, 17, 64}, {DSWA_BF16, DSWA_MATH_DEFAULT, 24, 24, 0},
+        {DSWA_BF16, DSWA_MATH_DEFAULT, 24, 25, 32}, {DSWA_F32, DSWA_MATH_DEFAULT, 17, 17, 8},
+        {DSWA_F32, DSWA_MATH_TF32, 17, 17, 48}, {DSWA_F32, DSWA_MATH_FP32, 0, 48, 24},
+        {DSWA_F32, DSWA_MATH_FP32, 40, 40, 32}, {DSWA_F32, DSWA_MATH_DEFAULT, 17, 17, 2},
+    };
+    for (size_t k = 0; k < sizeof picks / sizeof picks[0]; k++) {
+        dswa_aot_info in;
+        const dswa_status s = dswa_aot_samel_kernel("sm_90", picks[k].dt, picks[k].m, picks[k].wl, picks[k].wr,
+                                                    picks[k].rot, &in);
+        const char *want = samel_expected(picks[k].dt, picks[k].m, picks[k].wl, picks[k].wr, picks[k].rot);
+        dswa_samel_problem p = dswa_samel_problem_default(1, 4096, 1);
+        p.dtype = picks[k].dt;
+        p.math = picks[k].m;
+        p.window_left = picks[k].wl;
+        p.window_right = picks[k].wr;
+        p.rot_dims = picks[k].rot;
+        const char *lib = dswa_samel_kernel_name(&p);
+        char exprbuf[16];
+        snprintf(exprbuf, sizeof exprbuf, "%d", (int)picks[k].rot);
+        CHECK(s == DSWA_OK && !strcmp(in.kernel_name, want) && lib && !strcmp(lib, want) &&
+              in.rot_dims == picks[k].rot && !strcmp(in.params[17].expr, exprbuf),
+              "samel pick %s %s W=%d/%d rot %d: export %s (%s), dswa_samel_kernel_name %s, expected %s; rot_dims "
+              "formula '%s'", dswa_dtype_name(picks[k].dt), dswa_math_name(picks[k].m), picks[k].wl, picks[k].wr,
+              picks[k].rot, s == DSWA_OK ? in.kernel_name : dswa_status_string(s), dswa_last_error(),
+              lib ? lib : "NULL", want, s == DSWA_OK ? in.params[17].expr : "");
+        if (s == DSWA_OK) dswa_aot_info_free(&in);
+    }
+}
+
+/* dswa_aot_samel_kernel_for: kernel choice, each extra's value against the problem's own fields
+   (strides, clamped windows, float bits), and for contiguous tensors the formulas, evaluated,
+   against the same values (those of a window-free export too). */
+static void check_samel_for(const char *arch, const dswa_samel_problem *p, int contiguous) {
+    char name[160];
+    snprintf(name, sizeof name, "samel_kernel_for %s %s B=%d N=%d H=%d W=%d/%d rot %d pos %d%s", arch,
+             dswa_dtype_name(p->dtype), p->batch, p->seq_len, p->heads, p->window_left, p->window_right, p->rot_dims,
+             p->pos_offset, contiguous ? "" : " strided");
+    dswa_aot_info in;
+    const dswa_status s = dswa_aot_samel_kernel_for(arch, p, &in);
+    CHECK(s == DSWA_OK, "%s: %s: %s", name, dswa_status_string(s), dswa_last_error());
+    if (s != DSWA_OK) return;
+    const int64_t N = p->seq_len;
+    const int32_t cwl = p->window_left < N ? p->window_left : (int32_t)N - 1;
+    const int32_t cwr = p->window_right < N ? p->window_right : (int32_t)N - 1;
+    const char *want = samel_expected(p->dtype, p->math, cwl, cwr, p->rot_dims);
+    const char *lib = dswa_samel_kernel_name(p);
+    CHECK(!strcmp(in.kernel_name, want) && lib && !strcmp(lib, want) && in.has_problem && !strcmp(in.op, "samel") &&
+          in.rot_dims == p->rot_dims && in.n_params == 23,
+          "%s: kernel %s (dswa_samel_kernel_name: %s), expected %s; op %s rot_dims %d", name, in.kernel_name,
+          lib ? lib : "NULL", want, in.op, (int)in.rot_dims);
+    const int64_t vals[17] = {N, cwl, cwr, bits_of(p->scale), bits_of(p->lambda), p->qkv.batch, p->qkv.seq,
+                              p->qkv.chunk, p->qkv.head, p->out.batch, p->out.seq, p->out.head, p->rot_dims,
+                              bits_of(p->rope_base), p->pos_offset, bits_of(p->q_norm.alpha),
+                              bits_of(p->k_norm.alpha)};
+    dswa_aot_info any;
+    const int have_any = contiguous && dswa_aot_samel_kernel(arch, p->dtype, p->math, -1, -1, p->rot_dims, &any) == DSWA_OK;
+    CHECK(!contiguous || have_any, "%s: the window-free export: %s", name, dswa_last_error());
+    for (int i = 0; i < 17 && in.n_params == 23; i++) {
+        const dswa_aot_param *q = &in.params[5 + i];
+        CHECK(q->kind == DSWA_AOT_EXTRA && q->value == vals[i], "%s: %s = %d, expected %lld", name, q->name,
+              (int)q->value, (long long)vals[i]);
+        if (!contiguous) continue;
+        int err = 0;
+        const int64_t x = eval_samel(q->expr, p, &err);
+        CHECK(!err && x == vals[i] && q->expr_shared_v && !strcmp(q->expr_shared_v, q->expr),
+              "%s: %s: formula '%s' gives %lld%s, expected %lld", name, q->name, q->expr, (long long)x,
+              err ? " (does not parse)" : "", (long long)vals[i]);
+        if (!have_any) continue;
+        const int64_t y = eval_samel(any.params[5 + i].expr, p, &err);
+        CHECK(!err && y == vals[i], "%s: window-free %s: formula '%s' gives %lld, expected %lld", name,
+              any.params[5 + i].name, any.params[5 + i].expr, (long long)y, (long long)vals[i]);
+    }
+    if (have_any) dswa_aot_info_free(&any);
+    const int64_t gwant[3] = {(N + 63) / 64, p->heads, p->batch}; /* one block per 64 queries */
+    for (int d = 0; d < 3; d++) {
+        int err = 0;
+        const int64_t x = eval_samel(in.grid[d], p, &err);
+        CHECK(!err && x == gwant[d] && in.grid_dims[d] == (unsigned)gwant[d], "%s: grid[%d] = %u, formula '%s' gives "
+              "%lld, expected %lld", name, d, in.grid_dims[d], in.grid[d], (long long)x, (long long)gwant[d]);
+    }
+    dswa_aot_info_free(&in);
+}
+
+static void samel_for_cases(void) {
+    dswa_samel_problem p = dswa_samel_problem_default(3, 1000, 24);
+    p.dtype = DSWA_BF16;
+    check_samel_for("sm_90", &p, 1); /* SAME-L */
+    p.pos_offset = 4096;
+    p.q_norm.alpha = 0.7f;
+    p.k_norm.alpha = -1.25f;
+    check_samel_for("sm_80", &p, 1);
+    p = dswa_samel_problem_default(1, 1000, 3);
+    p.window_left = 40, p.window_right = 25; /* span 65: scalar */
+    p.scale = 0.3f, p.lambda = -0.5f, p.rot_dims = 16, p.rope_base = 500.0f, p.pos_offset = 12345;
+    check_samel_for("sm_86", &p, 1);
+    p.math = DSWA_MATH_FP32;
+    p.window_left = 0, p.window_right = 48, p.rot_dims = 24; /* fp32-accurate band */
+    check_samel_for("sm_89", &p, 1);
+    p = dswa_samel_problem_default(2, 20, 2);
+    p.dtype = DSWA_F16, p.window_left = p.window_right = 30; /* clamped 19 + 19: band */
+    check_samel_for("sm_100", &p, 1);
+    p = dswa_samel_problem_default(2, 70, 2);
+    p.dtype = DSWA_F16, p.window_left = p.window_right = 300; /* clamped 69 + 69: scalar */
+    check_samel_for("sm_120", &p, 1);
+    p = dswa_samel_problem_default(2, 300, 4);
+    p.dtype = DSWA_F16, p.rot_dims = 8; /* not on whole f16 chunks: scalar */
+    check_samel_for("sm_90", &p, 1);
+    p = dswa_samel_problem_default(1, 1, 1);
+    p.dtype = DSWA_BF16; /* N = 1: windows clamped to 0 */
+    check_samel_for("sm_90", &p, 1);
+    /* strided: each row padded, the output's rows padded; then chunk-major (B, 5, N, H, D) */
+    p = dswa_samel_problem_default(2, 777, 4);
+    p.dtype = DSWA_BF16;
+    p.qkv.seq = 5 * 4 * 64 + 64;
+    p.qkv.batch = 777 * p.qkv.seq + 128;
+    p.out.seq = 4 * 64 + 32;
+    p.out.batch = 777 * p.out.seq;
+    p.pos_offset = 99;
+    check_samel_for("sm_90", &p, 0);
+    p = dswa_samel_problem_default(3, 130, 2);
+    p.qkv.chunk = 130 * 2 * 64;
+    p.qkv.seq = 2 * 64;
+    p.qkv.batch = 5 * p.qkv.chunk;
+    p.window_left = 3, p.window_right = 60;
+    check_samel_for("sm_90", &p, 0);
+}
+
+/* The refusals of both samel exports, each naming its field; the info is zeroed after each. */
+static void samel_error_cases(int have_ptx) {
+    dswa_aot_info in;
+    memset(&in, 0x5a, sizeof in);
+    expect_fail(dswa_aot_samel_kernel("sm_75", DSWA_BF16, DSWA_MATH_DEFAULT, 17, 17, 32, &in), DSWA_ERR_INVALID_ARGUMENT,
+                &in, "samel arch sm_75", "sm_80, sm_86, sm_89, sm_90, sm_100, sm_120");
+    expect_fail(dswa_aot_samel_kernel("sm_90a", DSWA_BF16, DSWA_MATH_DEFAULT, 17, 17, 32, &in), DSWA_ERR_INVALID_ARGUMENT,
+                &in, "samel arch sm_90a", "sm_90");
+    expect_fail(dswa_aot_samel_kernel("sm_90", (dswa_dtype)7, DSWA_MATH_DEFAULT, 17, 17, 32, &in),
+                DSWA_ERR_INVALID_ARGUMENT, &in, "samel dtype 7", "dtype");
+    expect_fail(dswa_aot_samel_kernel("sm_90", DSWA_F32, (dswa_math)9, 17, 17, 32, &in), DSWA_ERR_INVALID_ARGUMENT, &in,
+                "samel math 9", "math");
+    expect_fail(dswa_aot_samel_kernel("sm_90", DSWA_F16, DSWA_MATH_DEFAULT, 17, -1, 32, &in), DSWA_ERR_INVALID_ARGUMENT,
+                &in, "samel windows 17/-1", "window_right");
+    static const int32_t bad_rot[] = {7, -2, 66, INT32_MIN};
+    for (size_t i = 0; i < sizeof bad_rot / sizeof bad_rot[0]; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "samel rot_dims %d", (int)bad_rot[i]);
+        expect_fail(dswa_aot_samel_kernel("sm_90", DSWA_F16, DSWA_MATH_DEFAULT, 17, 17, bad_rot[i], &in),
+                    DSWA_ERR_INVALID_ARGUMENT, &in, what, "rot_dims");
+    }
+    expect_fail(dswa_aot_samel_kernel("sm_90", DSWA_F16, DSWA_MATH_DEFAULT, 17, 17, 32, NULL), DSWA_ERR_INVALID_ARGUMENT,
+                NULL, "samel out NULL", "out");
+    expect_fail(dswa_aot_samel_kernel_for("sm_90", NULL, &in), DSWA_ERR_INVALID_ARGUMENT, &in, "samel problem NULL",
+                "dswa_samel_problem");
+    expect_fail(dswa_aot_samel_kernel_for("sm_9", &(dswa_samel_problem){0}, &in), DSWA_ERR_INVALID_ARGUMENT, &in,
+                "samel_for arch sm_9", "sm_9");
+    /* problems dswa_samel_validate refuses, each naming its field (gamma and beta NULL: the
+       export puts stand-ins there) */
+    static const struct { const char *field; } fields[] = {
+        {"batch"}, {"window_left"}, {"rot_dims"}, {"rope_base"}, {"pos_offset"}, {"q_norm.alpha"}, {"qkv.head"},
+        {"scale"},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        dswa_samel_problem p = dswa_samel_problem_default(2, 300, 4);
+        const char *f = fields[i].field;
+        if (!strcmp(f, "batch")) p.batch = 0;
+        else if (!strcmp(f, "window_left")) p.window_left = -2;
+        else if (!strcmp(f, "rot_dims")) p.rot_dims = 31;
+        else if (!strcmp(f, "rope_base")) p.rope_base = 0.0f;
+        else if (!strcmp(f, "pos_offset")) p.pos_offset = -1;
+        else if (!strcmp(f, "q_norm.alpha")) p.q_norm.alpha = NAN;
+        else if (!strcmp(f, "qkv.head")) p.qkv.head = -64;
+        else p.scale = INFINITY;
+        char what[64];
+        snprintf(what, sizeof what, "samel_for: bad %s", f);
+        expect_fail(dswa_aot_samel_kernel_for("sm_90", &p, &in), DSWA_ERR_INVALID_ARGUMENT, &in, what, f);
+    }
+    if (!have_ptx) return;
+    /* what the CUDA kernels need beyond validation (dswa_cuda_samel_kargs) */
+    dswa_samel_problem p = dswa_samel_problem_default(2, 300, 4);
+    p.head_dim = 32;
+    p.rot_dims = 16;
+    p.qkv = (dswa_samel_layout){300 * 5 * 4 * 32, 5 * 4 * 32, 4 * 32, 32, 1};
+    p.out = (dswa_layout){300 * 4 * 32, 4 * 32, 0, 32, 1};
+    expect_fail(dswa_aot_samel_kernel_for("sm_90", &p, &in), DSWA_ERR_UNSUPPORTED, &in, "samel head_dim 32", "head_dim");
+    p = dswa_samel_problem_default(2, 300, 4);
+    p.dtype = DSWA_F16;
+    p.qkv.seq += 4; /* not a multiple of 8 f16 elements: no 16-byte rows */
+    p.qkv.batch = p.qkv.seq * 300;
+    expect_fail(dswa_aot_samel_kernel_for("sm_90", &p, &in), DSWA_ERR_MISALIGNED, &in, "samel misaligned qkv.seq",
+                "qkv.seq");
+    p = dswa_samel_problem_default(2, 300, 4);
+    p.qkv.batch = (int64_t)1 << 33;
+    expect_fail(dswa_aot_samel_kernel_for("sm_90", &p, &in), DSWA_ERR_UNSUPPORTED, &in, "samel qkv.batch above int32",
+                "qkv.batch");
+    /* --ptx-isa on a samel export: the module and the strings beside it (target, reason, the
+       formulas with this export's numbers) move together */
+    dswa_status s = dswa_aot_samel_kernel("sm_90", DSWA_BF16, DSWA_MATH_DEFAULT, 17, 17, 32, &in);
+    CHECK(s == DSWA_OK, "samel sm_90 bf16: %s", dswa_last_error());
+    if (s != DSWA_OK) return;
+    expect_fail(dswa_aot_set_ptx_isa(&in, "7.7"), DSWA_ERR_INVALID_ARGUMENT, NULL, "samel ptx_isa 7.7 on sm_90", "sm_90");
+    s = dswa_aot_set_ptx_isa(&in, "8.0");
+    char buf[64];
+    CHECK(s == DSWA_OK && directive(in.ptx, ".version", buf, sizeof buf) && !strcmp(buf, ".version 8.0") &&
+          in.ptx_size == strlen(in.ptx) && !strcmp(in.op, "samel") && in.rot_dims == 32 && !strcmp(in.target, "sm_90") &&
+          strstr(in.ptx_isa_min_reason, "PTX ISA") && !strcmp(in.params[6].expr, "min(17, N - 1)") &&
+          !strcmp(in.params[7].expr_shared_v, "min(17, N - 1)") && !strcmp(in.params[17].expr, "32") &&
+          !strcmp(in.params[19].expr, "POS"), "samel set_ptx_isa 8.0: %s; module '%s', wl '%s', rot_dims '%s'",
+          dswa_last_error(), buf, in.params[6].expr, in.params[17].expr);
+    if (s == DSWA_OK && ptxas)
+        CHECK(ptx_fit_ptxas_assemble(ptxas, in.ptx, in.ptx_size, "sm_90", NULL) == 0,
+              "ptxas refused samel sm_90 bf16 at .version 8.0");
+    dswa_aot_info_free(&in);
+}
+
 /* dswa_aot_isa_required on modules of its own: instruction features raise the minimum, text in
    comments and inside identifiers does not. */
 static void feature_cases(void) {
@@ -571,7 +893,9 @@ int main(void) {
     char pmsg[512];
     snprintf(pmsg, sizeof pmsg, "%s", dswa_last_error());
     const int have_ptx = ps == DSWA_OK;
+    ptxas = ptx_fit_ptxas_find(); /* (before the refusals: they assemble a module at another .version) */
     error_cases(have_ptx);
+    samel_error_cases(have_ptx);
     if (!have_ptx) {
         CHECK(ps == DSWA_ERR_UNSUPPORTED, "sm_90 f16: %s: %s", dswa_status_string(ps), pmsg);
         printf("dswa_aot_kernel: %s: %s\n", dswa_status_string(ps), pmsg);
@@ -580,7 +904,6 @@ int main(void) {
     }
     dswa_aot_info_free(&probe);
 
-    ptxas = ptx_fit_ptxas_find();
     for (int ai = 0; ai < N_ARCHS; ai++) {
         for (int band = 0; band < 2; band++)
             for (int t = 0; t < 3; t++) {
@@ -592,7 +915,8 @@ int main(void) {
                 CHECK(s == DSWA_OK, "%s %s %s: %s: %s", archs[ai].arch, dswa_dtype_name(dt), band ? "band" : "wide",
                       dswa_status_string(s), dswa_last_error());
                 if (s != DSWA_OK) continue;
-                check_export(&in, ai, dt, band);
+                const expect e = op_expect(dt, band);
+                check_export(&in, ai, &e);
                 if (t == 2)
                     printf("%s: %s: PTX ISA %d.%d (%s), %u B shared, grid (%s, %s, %s), %zu bytes of PTX\n",
                            archs[ai].arch, band ? "band" : "wide", in.ptx_isa_major, in.ptx_isa_minor,
@@ -610,6 +934,8 @@ int main(void) {
     check_for("sm_89", DSWA_F16, 2, 20, 2, 30, 30, 0, 0.125f, 1.0f);    /* clamped 19 + 19: band */
     check_for("sm_86", DSWA_BF16, 5, 1, 1, 0, 7, 0, 0.125f, 1.0f);
     check_for("sm_90", DSWA_F32, 2, 64 * 7 + 1, 5, 40, 25, 1, 0.125f, 1.0f);
+    samel_exports();
+    samel_for_cases();
 
     if (ptxas) assemble_all();
     if (ptxas)
