@@ -1,5 +1,6 @@
 #!/bin/sh
-# GPU: dswa.trt's AOT kernel, as TensorRT's plugin layer gets it from aot_impl, launched with the
+# GPU: dswa.trt's AOT kernels (the op's plugin and the fused SAME-L block's, band and scalar), as
+# TensorRT's plugin layer gets them from aot_impl, launched with the
 # CUDA driver API inside a CUDA graph and compared with a float64 reference
 # (python/tests/trt_gpu_check.py), once per TensorRT bindings wheel carried in .whl/ (no network
 # needed). Fetch the wheels on a machine with PyPI, for the GPU machine's Python (3.12 here):

@@ -1,8 +1,9 @@
-"""dswa.trt through TensorRT's real plugin layer (trt_layer_check.py), once per TensorRT in
-$DSWA_TRT_SITES (a colon list of directories, each a `pip install --no-deps --target` of a
-tensorrt-cu1x-bindings wheel; python/tests/install_deps.sh makes them). Each version runs in its
-own process, so two TensorRT versions never share one. Skipped (visibly) when it is unset, and
-for a build without nvcc (no AOT export: every check needs the library's PTX)."""
+"""dswa.trt (the op's plugin and the fused block's) through TensorRT's real plugin layer
+(trt_layer_check.py), once per TensorRT in $DSWA_TRT_SITES (a colon list of directories, each a
+`pip install --no-deps --target` of a tensorrt-cu1x-bindings wheel; python/tests/install_deps.sh
+makes them). Each version runs in its own process, so two TensorRT versions never share one.
+Skipped (visibly) when it is unset, and for a build without nvcc (no AOT export: every check
+needs the library's PTX)."""
 import os
 import subprocess
 import sys

@@ -1,13 +1,15 @@
-"""GPU: the kernel exactly as dswa.trt's aot_impl hands it to TensorRT (through TensorRT's real
-plugin layer from SITE, trt_standin.py for the compiled core) launched the way TensorRT's AOT
+"""GPU: the kernels exactly as dswa.trt's aot_impl hands them to TensorRT (the op's plugin and the
+fused block's, samel::samel_attention: band and scalar kernels; through TensorRT's real plugin
+layer from SITE, trt_standin.py for the compiled core) launched the way TensorRT's AOT
 runtime launches it: the PTX loaded with cuModuleLoadData, cuLaunchKernel with the input
 pointers, then the extras, then the output pointer, grid/block/shared memory from the symbolic
 launch evaluated at the run's (B, N), all inside a captured CUDA graph, replayed with fresh
-inputs; the output (poisoned with NaN bytes first) against a float64 numpy reference.
+inputs; the output (poisoned with NaN bytes first) against a float64 numpy reference (the
+op: _util.reference; the fused block: samel_ref.samel_reference).
 
     python3 python/tests/trt_gpu_check.py SITE     # exit 0 pass, 1 fail, 77 no GPU (skipped)
 
-Only the CUDA driver (ctypes libcuda.so.1) and numpy: no torch, no CUDA toolkit. Every driver
+Only the CUDA driver (ctypes libcuda.so.1) and numpy: no CUDA toolkit. Every driver
 call is checked. Nothing of the launch comes from the library directly: kernel name, PTX,
 grid, block, shared memory and extras are what the plugin layer collected from aot_impl.
 """
@@ -61,10 +63,61 @@ if not hasattr(trtp, "aot_impl"):
     sys.exit(0)
 import dswa.trt as dt  # noqa: E402
 from _util import reference  # noqa: E402   (float64, written from the definition)
+from samel_ref import samel_reference  # noqa: E402   (the same, for the fused block)
 
 B_ = trt_standin.Builder(trt, trtp)
 D = 64
+
+
+def fake_samel_launches(fake):
+    """fake_cuda.py runs the op's kernels; the fused block's are run here the same way: the
+    argument list read by the kernel's parameter list (the library's metadata for the fused
+    kernels: x, the four norm weights, the 17 extras by name, out), batch and heads from
+    gridDim.z and gridDim.y, and the library's CPU backend on that problem."""
+    import struct
+    from dswa import _lib as L
+    op_launch = fake.cuLaunchKernel
+
+    def launch(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        name = fake.functions[fn.value]
+        if not name.startswith("dswa_samel"):
+            return op_launch(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra)
+        dtype = L.F32 if "f32" in name else L.BF16 if name.endswith("bf16") else L.F16
+        k = L.aot_samel_kernel(dt._some_arch(), dtype, 17, 17, 32)   # the one argument table
+        args = {}
+        for i, p in enumerate(k.params):
+            t = ctypes.c_int32 if p.kind == "extra" else ctypes.c_uint64
+            args[p.name] = ctypes.cast(params[i], ctypes.POINTER(t)).contents.value
+        if (bx, by, bz) != k.block or shared != k.dynamic_shared_bytes:
+            return 1                                   # CUDA_ERROR_INVALID_VALUE
+        n = args["n"]
+        if gx * 64 < n or (gx - 1) * 64 >= n:          # every 64-query tile, and no more
+            return 1
+
+        def run():
+            bits = lambda i: struct.unpack("<f", struct.pack("<i", i))[0]  # noqa: E731
+            p = L.lib().dswa_samel_problem_default(gz, n, gy)
+            p.head_dim, p.dtype = k.head_dim, dtype
+            p.math = L.MATH["fp32" if name.endswith("fp32") else "default"]
+            p.window_left, p.window_right = args["wl"], args["wr"]
+            p.scale, p.lambda_ = bits(args["scale_bits"]), bits(args["lambda_bits"])
+            p.qkv = L.SamelLayout(args["x_sb"], args["x_sn"], args["x_sc"], args["x_sh"], 1)
+            p.out = L.Layout(args["o_sb"], args["o_sn"], 0, args["o_sh"], 1)
+            p.rot_dims, p.rope_base = args["rot_dims"], bits(args["base_bits"])
+            p.pos_offset = args["pos_offset"]
+            p.q_norm.alpha, p.k_norm.alpha = bits(args["q_alpha_bits"]), bits(args["k_alpha_bits"])
+            p.q_norm.gamma, p.q_norm.beta = args["q_gamma"], args["q_beta"]
+            p.k_norm.gamma, p.k_norm.beta = args["k_gamma"], args["k_beta"]
+            fake.launches += 1
+            return L.lib().dswa_samel_forward_cpu(ctypes.byref(p), args["x"], args["out"])
+        return fake._do(run)
+    fake.cuLaunchKernel = launch
+
+
+if FAKE:
+    fake_samel_launches(cuda)
 TRT_DT = {"f32": trt.float32, "f16": trt.float16, "bf16": trt.bfloat16}
+DTYPE_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 TOL = {"f32": 5e-3, "f16": 3e-3, "bf16": 2e-2, "f32-fp32": 1e-5}
 
 
@@ -105,66 +158,97 @@ class Buf:
         cu("cuMemFree_v2", self.ptr)
 
 
-def run_case(pid, dtype, H, shared, sizes, cfg, tol):
-    """One engine build (dynamic B, N), then for each (B, N): a graph of the launch, replayed
-    with two sets of inputs."""
-    t = TRT_DT[dtype]
-    ins = [(t, ("B", "N", 2 * H, D)), (t, ("B", "N", 2 * H, D)),
-           (t, ("B", "N", H if shared else 2 * H, D))]
-    b = B_.build(pid, ins, {"config": dt.attrs(pid)}, {"B": (1, 2, 4), "N": (1, 256, 2048)})
+def run_plugin(b, dtype, sizes, make, tol):
+    """The build b's kernel, for each (B, N): a graph of the launch (NaN poison of the output,
+    then the kernel), replayed with two sets of inputs. make(B, N, rng) -> (the inputs as the
+    device holds them, in the plugin's input order; the output's shape; the float64 reference).
+    Returns the worst relative error."""
     assert b.aot and b.supported
     mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
     cu("cuModuleLoadData", P(mod), ctypes.c_char_p(bytes(b.ptx) + b"\0"))
     cu("cuModuleGetFunction", P(fn), mod, b.kernel_name.encode() if isinstance(b.kernel_name, str)
        else bytes(b.kernel_name))
     worst = 0.0
-    scale = D ** -0.5 if cfg.scale is None else cfg.scale
     for B, N in sizes:
         env = {"B": B, "N": N}
         L = {k: v.value(env) for k, v in b.launch.items()}
         extras = [e.value(env) for e in b.extras]
         assert all(-2 ** 31 <= x < 2 ** 31 for x in extras)
-        es = 4 if dtype == "f32" else 2
-        vh = H if shared else 2 * H
-        bufs = [Buf(B * N * 2 * H * D * es), Buf(B * N * 2 * H * D * es), Buf(B * N * vh * D * es),
-                Buf(B * N * H * D * es)]
+        rng = np.random.default_rng(1000 * B + N)
+        first = make(B, N, rng)
+        ins = [Buf(a.nbytes) for a in first[0]]
+        out_shape = first[1]
+        out = Buf(int(np.prod(out_shape)) * (4 if dtype == "f32" else 2))
         stream, graph, gexec = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
         cu("cuStreamCreate", P(stream), 1)                          # CU_STREAM_NON_BLOCKING
         # TensorRT's order: input pointers, then the extras, then the output pointer
-        args = [ctypes.c_uint64(x.ptr.value) for x in bufs[:3]] + \
-            [ctypes.c_int32(x) for x in extras] + [ctypes.c_uint64(bufs[3].ptr.value)]
+        args = [ctypes.c_uint64(x.ptr.value) for x in ins] + \
+            [ctypes.c_int32(x) for x in extras] + [ctypes.c_uint64(out.ptr.value)]
         params = (ctypes.c_void_p * len(args))(*[ctypes.cast(P(a), ctypes.c_void_p) for a in args])
         cu("cuStreamBeginCapture_v2", stream, 1)                    # THREAD_LOCAL
-        cu("cuMemsetD8Async", bufs[3].ptr, ctypes.c_ubyte(0xFF), ctypes.c_size_t(bufs[3].nbytes),
+        cu("cuMemsetD8Async", out.ptr, ctypes.c_ubyte(0xFF), ctypes.c_size_t(out.nbytes),
            stream)                                                  # NaN poison, each replay
         cu("cuLaunchKernel", fn, L["grid_x"], L["grid_y"], L["grid_z"], L["block_x"],
            L["block_y"], L["block_z"], L["shared_mem"], stream, params, None)
         cu("cuStreamEndCapture", stream, P(graph))
         cu("cuGraphInstantiateWithFlags", P(gexec), graph, ctypes.c_ulonglong(0))
-        rng = np.random.default_rng(1000 * B + N)
         for replay in range(2):
-            host = [to_dtype(rng.standard_normal((B, N, h, D)), dtype)
-                    for h in (2 * H, 2 * H, vh)]
-            for buf, (dev_a, _) in zip(bufs, host):
-                buf.put(np.ascontiguousarray(dev_a))
+            host, _, ref = first if replay == 0 else make(B, N, rng)
+            for buf, a in zip(ins, host):
+                buf.put(np.ascontiguousarray(a))
             cu("cuGraphLaunch", gexec, stream)
             cu("cuStreamSynchronize", stream)
-            out = from_dtype(bufs[3].get(dtype, (B, N, H, D)), dtype)
-            ref = reference(*(h64 for _, h64 in host), cfg.window_left, cfg.window_right, scale,
-                            cfg.lam)
-            assert np.isfinite(out).all(), f"{pid} {dtype} B={B} N={N}: non-finite output " \
+            got = from_dtype(out.get(dtype, out_shape), dtype)
+            assert np.isfinite(got).all(), f"{dtype} B={B} N={N}: non-finite output " \
                 "(poison left: the kernel did not write everything)"
-            err = float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-30))
-            assert err < tol, f"{pid} {dtype} H={H} shared={shared} B={B} N={N} replay " \
-                f"{replay}: relative error {err:.3e} >= {tol:.1e}"
+            err = float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30))
+            assert err < tol, f"{dtype} B={B} N={N} replay {replay}: relative error " \
+                f"{err:.3e} >= {tol:.1e}"
             worst = max(worst, err)
         cu("cuGraphExecDestroy", gexec)
         cu("cuGraphDestroy", graph)
         cu("cuStreamDestroy_v2", stream)
-        for x in bufs:
+        for x in ins + [out]:
             x.free()
     cu("cuModuleUnload", mod)
-    return b.kernel_name, worst
+    return worst
+
+
+def run_case(pid, dtype, H, shared, sizes, cfg, tol):
+    """The op: one engine build (dynamic B, N) with q, k (B, N, 2H, D) and v (B, N, 2H or H,
+    D), against _util.reference."""
+    t = TRT_DT[dtype]
+    vh = H if shared else 2 * H
+    ins = [(t, ("B", "N", 2 * H, D)), (t, ("B", "N", 2 * H, D)), (t, ("B", "N", vh, D))]
+    b = B_.build(pid, ins, {"config": dt.attrs(pid)}, {"B": (1, 2, 4), "N": (1, 256, 2048)})
+    scale = D ** -0.5 if cfg.scale is None else cfg.scale
+
+    def make(B, N, rng):
+        host = [to_dtype(rng.standard_normal((B, N, h, D)), dtype) for h in (2 * H, 2 * H, vh)]
+        ref = reference(*(h64 for _, h64 in host), cfg.window_left, cfg.window_right, scale,
+                        cfg.lam)
+        return [a for a, _ in host], (B, N, H, D), ref
+    return b.kernel_name, run_plugin(b, dtype, sizes, make, tol)
+
+
+# ---- the fused SAME-L block ------------------------------------------------------------------
+def run_samel_case(pid, dtype, H, sizes, c, tol):
+    """The fused block: x (B, N, 5*H*D) and the four (D,) fp32 norm weights (fresh each
+    replay, as x), against samel_ref.samel_reference (float64, written from the block's
+    description)."""
+    ins = [(TRT_DT[dtype], ("B", "N", 5 * H * D))] + [(trt.float32, (D,))] * 4
+    b = B_.build(pid, ins, {"config": str(c)}, {"B": (1, 2, 4), "N": (1, 256, 2048)})
+
+    def make(B, N, rng):
+        x, x64 = to_dtype(rng.standard_normal((B, N, 5 * H * D)), dtype)
+        w = [1 + 0.2 * rng.standard_normal(D), 0.1 * rng.standard_normal(D),
+             1 + 0.2 * rng.standard_normal(D), 0.1 * rng.standard_normal(D)]
+        w32 = [a.astype(np.float32) for a in w]
+        ref = samel_reference(x64, (c.q_alpha, w32[0], w32[1]), (c.k_alpha, w32[2], w32[3]),
+                              H, c.window_left, c.window_right, c.scale, c.lam, c.rot_dims,
+                              c.base, c.pos_offset, DTYPE_NAMES[dtype])
+        return [x] + w32, (B, N, H * D), ref
+    return b.kernel_name, run_plugin(b, dtype, sizes, make, tol)
 
 
 arch = dt._some_arch() if FAKE else dt.device_arch()
@@ -191,6 +275,31 @@ for pid, kw, dtypes, tolkey in cases:
                 failed += 1
                 print(f"FAIL  {trt.__version__} {pid} {dtype} H={H} shared_v={shared}: {e}",
                       flush=True)
+dt.register_samel(arch=arch)
+samel_cases = [   # (layer settings, dtypes, tolerance key, arch): band and scalar kernels
+    ({"q_alpha": 0.8, "k_alpha": 1.3}, ("f32", "f16", "bf16"), None, None),        # SAME-L
+    ({"window_left": 5, "window_right": 50, "scale": 0.2, "lam": 0.5, "pos_offset": 1000},
+     ("bf16", "f32"), None, None),                                                  # scalar
+    ({"window": 9, "math": "fp32", "q_alpha": 0.6}, ("f32",), "f32-fp32", None),   # fp32
+    ({"rot_dims": 64, "base": 500.0, "pos_offset": 100000}, ("f16", "f32"), None, None),
+    ({"rot_dims": 8, "k_alpha": -0.7, "lam": 0.75}, ("bf16",), None, None),         # scalar
+    ({"window_left": 3, "window_right": 20}, ("f16",), None, "sm_80"),
+]
+for kw, dtypes, tolkey, case_arch in samel_cases:
+    pid = dt.SAMEL_PLUGIN_ID
+    if case_arch:
+        pid = f"dswatest::samel_{case_arch}"
+        dt.register_samel(pid, arch=case_arch)
+    c = dt.samel_config(**kw)
+    for dtype in dtypes:
+        for H, sizes in ((2, [(1, 5), (2, 300), (3, 130)]), (3, [(1, 1000), (2, 64)])):
+            try:
+                name, worst = run_samel_case(pid, dtype, H, sizes, c, TOL[tolkey or dtype])
+                print(f"PASS  {trt.__version__} {pid} {dtype} H={H} {c}: {name}: worst "
+                      f"relative error {worst:.2e}", flush=True)
+            except Exception as e:
+                failed += 1
+                print(f"FAIL  {trt.__version__} {pid} {dtype} H={H} {c}: {e}", flush=True)
 cu("cuDevicePrimaryCtxRelease_v2", dev)
 print(f"TensorRT {trt.__version__} plugin path on the {'CPU (fake_cuda.py)' if FAKE else 'GPU'} "
       f"({arch}): "

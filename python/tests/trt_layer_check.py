@@ -1,5 +1,6 @@
-"""dswa.trt against TensorRT's real plugin layer (tensorrt.plugin from one bindings wheel, in
-SITE) with trt_standin.py in place of the compiled core. One TensorRT version per process:
+"""dswa.trt (the op's plugin, then the fused block's: samel_* checks) against TensorRT's real
+plugin layer (tensorrt.plugin from one bindings wheel, in SITE) with trt_standin.py in place of
+the compiled core. One TensorRT version per process:
 
     python3 python/tests/trt_layer_check.py SITE      # prints PASS/FAIL per check, exit 1 on FAIL
 
@@ -7,6 +8,7 @@ Every registration goes through TensorRT's own decorators and validators; every 
 its plugin classes (creator, get_output_*, autotune combinations, get_launch_params,
 get_kernel, fields to serialize), driven in the builder's order by trt_standin.Builder.
 """
+import ctypes
 import os
 import sys
 import traceback
@@ -426,6 +428,358 @@ def docs_aot_example():
         assert tuple(b.launch[x].value({"B": B, "N": N}) for x in ("grid_x", "grid_y", "grid_z")) \
             == ref.grid_dims
 
+
+
+# ---- the fused SAME-L block: samel::samel_attention -------------------------------------------
+SPID = dt.SAMEL_PLUGIN_ID
+
+
+def samel_inputs(dtype, H, dims=("B", "N"), d=D):
+    return [(TRT_DT[dtype], dims + (5 * H * d,))] + [(trt.float32, (d,))] * 4
+
+
+def samel_build(pid, dtype, H, cfg, request="UNKNOWN", profile=PROFILE, dims=("B", "N"),
+                ins=None):
+    return B_.build(pid, ins or samel_inputs(dtype, H, dims), {"config": str(cfg)}, profile,
+                    request)
+
+
+def samel_problem(B, N, H, dtype, c):
+    """The dswa_samel_problem for contiguous SAME-L tensors and settings c, from the library's
+    default (not from dswa.trt); the norm weights at stand-in addresses (never read)."""
+    p = _lib.lib().dswa_samel_problem_default(B, N, H)
+    p.window_left, p.window_right = c.window_left, c.window_right
+    p.scale = 0.125 if c.scale is None else c.scale
+    p.lambda_, p.dtype, p.math = c.lam, dtype, _lib.MATH[c.math]
+    p.rot_dims, p.rope_base, p.pos_offset = c.rot_dims, c.base, c.pos_offset
+    p.q_norm.alpha, p.k_norm.alpha = c.q_alpha, c.k_alpha
+    top = 2 ** 63
+    p.q_norm.gamma, p.q_norm.beta, p.k_norm.gamma, p.k_norm.beta = (top + i * 4096
+                                                                     for i in range(4))
+    return p
+
+
+def samel_field_refusal(field, value):
+    """The library's own message for one bad field of an otherwise valid empty problem."""
+    p = _lib.lib().dswa_samel_problem_default(0, 1, 1)
+    if field in ("q_alpha", "k_alpha"):
+        setattr(p.q_norm if field == "q_alpha" else p.k_norm, "alpha", value)
+    else:
+        setattr(p, {"lam": "lambda_", "base": "rope_base"}.get(field, field), value)
+    return expect(ValueError, "invalid argument", _lib.check,
+                  _lib.lib().dswa_samel_validate(ctypes.byref(p), None, None))
+
+
+@check
+def samel_register_and_capabilities():
+    """register_samel through TensorRT's validators; on 10.6-10.8 nothing half-registered."""
+    if HAS_AOT:
+        dt.register_samel(arch=ARCH)
+        dt.register_samel(arch=ARCH)                                  # same again: no-op
+        expect(ValueError, "already registered with other settings", dt.register_samel,
+               arch=ARCH, impl="both")
+        expect(ValueError, "already registered with other settings", dt.register_samel,
+               dt.PLUGIN_ID, arch=ARCH)                               # the op's id
+        expect(ValueError, "is the fused block's plugin", dt.attrs, SPID)
+        dt.register_samel("dswatest::sboth", arch=ARCH, impl="both")
+        assert registered("dswatest::sboth") == (True, True, True)
+        return
+    pid = "dswatest::snoaot"
+    expect(RuntimeError, "has no aot_impl (added in 10.9)", dt.register_samel, pid)
+    assert registered(pid) == (False, False, False), registered(pid)
+    dt.register_samel(pid, impl="jit")
+    assert registered(pid) == (True, True, True)
+
+
+@check
+def samel_register_is_atomic():
+    pid = "dswatest::satomic"
+    real = trtp.autotune
+
+    def broken(plugin_id):
+        raise ValueError("forced failure")
+    trtp.autotune = broken
+    kw = {"impl": "aot", "arch": ARCH} if HAS_AOT else {"impl": "jit"}
+    try:
+        expect(ValueError, "forced failure", dt.register_samel, pid, **kw)
+    finally:
+        trtp.autotune = real
+    assert registered(pid) == (False, False, False), registered(pid)
+    dt.register_samel(pid, **kw)
+    assert registered(pid) == (True, True, True)
+
+
+SAMEL_BAD = [("window_left", -1), ("window_right", -3), ("scale", float("inf")),
+             ("lam", float("nan")), ("rot_dims", 3), ("rot_dims", 66), ("rot_dims", -2),
+             ("base", 0.0), ("base", float("-inf")), ("pos_offset", -1),
+             ("q_alpha", float("nan")), ("k_alpha", float("inf"))]
+
+
+@check
+def samel_bad_settings_refused_with_library_messages():
+    """samel_config, and a layer whose config carries a bad value (refused when the builder
+    asks for its output), both with the library's own message (dswa_samel_validate)."""
+    for field, value in SAMEL_BAD:
+        lib_msg = samel_field_refusal(field, value)
+        msg = expect(ValueError, "invalid argument", dt.samel_config, **{field: value})
+        assert msg == lib_msg, (field, msg, lib_msg)
+        good = str(dt.samel_config())
+        key = {"lam": "lambda"}.get(field, field)
+        text = ";".join(f"{key}={value}" if kv.split("=")[0] == key else kv
+                        for kv in good.split(";"))
+        if HAS_AOT:
+            e = expect(ValueError, lib_msg, B_.build, SPID, samel_inputs(_lib.F16, 2),
+                       {"config": text}, PROFILE)
+            assert e == lib_msg, (e, lib_msg)
+    expect(ValueError, "math = 'fast'", dt.samel_config, math="fast")
+    expect(ValueError, "rot_dims = 1.5: must be an int", dt.samel_config, rot_dims=1.5)
+    expect(ValueError, "pos_offset = 2147483648: must fit in int32", dt.samel_config,
+           pos_offset=2 ** 31)
+    expect(ValueError, "base = '1': must be a number", dt.samel_config, base="1")
+    expect(ValueError, "impl = 'x'", dt.register_samel, "dswatest::sbad", impl="x")
+    if HAS_AOT:
+        expect(ValueError, "arch = sm_75: not exported", dt.register_samel, "dswatest::sbad",
+               arch="sm_75")
+    assert registered("dswatest::sbad") == (False, False, False)
+
+
+@check
+def samel_config_attribute_round_trips():
+    for c in (dt.samel_config(),
+              dt.samel_config(window_left=5, window_right=50, scale=0.2, lam=0.5, rot_dims=16,
+                              base=500.5, pos_offset=1000, q_alpha=0.7834, k_alpha=-1.25,
+                              math="fp32"),
+              dt.samel_config(0, rot_dims=0, base=1e-3, q_alpha=1e-30, k_alpha=3e38),
+              dt.samel_config(pos_offset=2 ** 31 - 1, base=3e20)):
+        assert dt.samel_parse(str(c)) == c, (str(c), dt.samel_parse(str(c)))
+    assert str(dt.samel_config()) == ("window_left=17;window_right=17;scale=default;lambda=1;"
+                                      "math=default;rot_dims=32;base=10000;pos_offset=0;"
+                                      "q_alpha=1;k_alpha=1")
+    assert dt.samel_config(q_alpha=0.1).q_alpha == np.float32(0.1)      # an fp32 value
+    expect(ValueError, "expected window_left=...", dt.samel_parse, str(dt.config()))
+    expect(ValueError, "could not convert", dt.samel_parse,
+           str(dt.samel_config()).replace("base=10000", "base=x"))
+    expect(ValueError, "invalid literal", dt.samel_parse,
+           str(dt.samel_config()).replace("rot_dims=32", "rot_dims=3.5"))
+
+
+# windows, rot_dims, math, and the rest of the settings varied between rows: band and scalar
+# kernels (by window, by rot_dims for f32 or for 16-bit), asymmetric windows
+SAMEL_CONFIGS = [
+    dict(),                                                                 # SAME-L
+    dict(math="fp32", q_alpha=0.75, k_alpha=1.5),
+    dict(window=0, rot_dims=0, lam=-0.5, scale=0.3),
+    dict(window_left=5, window_right=50, pos_offset=12345, base=500.0),    # scalar: window
+    dict(window_left=48, window_right=0, rot_dims=16, q_alpha=-2.0),
+    dict(window_left=3, window_right=40, rot_dims=64, scale=0.01),          # f32: scalar
+    dict(window=17, rot_dims=8, k_alpha=0.001),                             # 16-bit: scalar
+    dict(window_left=100, window_right=2, rot_dims=2, math="fp32", pos_offset=2 ** 30),
+]
+
+
+@check
+def samel_launch_matches_library():
+    """For every dtype, settings across band and scalar kernels, H in {1, 3, 24}: one build
+    with dynamic (B, N); its symbolic extras, grid, block and shared memory at each (B, N)
+    equal what dswa_aot_samel_kernel_for computes for that problem."""
+    if not HAS_AOT:
+        return "skipped: no aot_impl in this TensorRT"
+    n, kernels = 0, set()
+    for kw in SAMEL_CONFIGS:
+        c = dt.samel_config(**kw)
+        wl, wr = c.window_left, c.window_right
+        for dtype in (_lib.F32, _lib.F16, _lib.BF16):
+            if c.math == "fp32" and dtype != _lib.F32:
+                continue
+            for H in (1, 3, 24):
+                b = samel_build(SPID, dtype, H, c)
+                assert b.aot and b.supported
+                assert b.output_types == [TRT_DT[dtype]]
+                assert [repr(x) for x in b.output_shapes[0]] == ["B", "N", str(H * D)]
+                assert len(b.extras) == 17
+                assert all(t == trt.PluginArgDataType.INT32 for t in b.extra_types)
+                ptx = b.ptx.decode()
+                assert f".entry {b.kernel_name}(" in ptx and f".target {ARCH}\n" in ptx
+                kernels.add(b.kernel_name)
+                for B, N in SIZES:
+                    env = {"B": B, "N": N}
+                    ref = _lib.aot_samel_kernel_for(ARCH, samel_problem(B, N, H, dtype, c))
+                    assert ref.op == "samel" and len(ref.values) == 17
+                    got = [e.value(env) for e in b.extras]
+                    assert got == ref.values, (kw, dtype, H, B, N, got, ref.values)
+                    g = tuple(b.launch[k].value(env) for k in ("grid_x", "grid_y", "grid_z"))
+                    assert g == ref.grid_dims, (g, ref.grid_dims)
+                    blk = tuple(b.launch[k].value(env) for k in ("block_x", "block_y",
+                                                                  "block_z"))
+                    assert blk == ref.block, (blk, ref.block)
+                    assert b.launch["shared_mem"].value(env) == ref.dynamic_shared_bytes
+                    # as for the op: below the windows the library may pick by clamped ones
+                    if N > max(wl, wr) or ref.family == "scalar" or wl + wr <= 48:
+                        assert b.kernel_name == ref.name, (kw, b.kernel_name, ref.name, N)
+                    n += 1
+    return f"{n} launches compared, kernels {', '.join(sorted(kernels))}"
+
+
+@check
+def samel_fixed_shapes_fold_and_match():
+    if not HAS_AOT:
+        return "skipped: no aot_impl in this TensorRT"
+    c = dt.samel_config(q_alpha=0.5, pos_offset=7)
+    for B, N in ((1, 1), (1, 4352), (3, 21964)):
+        b = samel_build(SPID, _lib.BF16, 24, c, dims=(B, N), profile={})
+        assert all(e.is_constant() for e in b.extras)
+        ref = _lib.aot_samel_kernel_for(ARCH, samel_problem(B, N, 24, _lib.BF16, c))
+        assert [e.const for e in b.extras] == ref.values
+        assert tuple(b.launch[k].const for k in ("grid_x", "grid_y", "grid_z")) == ref.grid_dims
+
+
+@check
+def samel_creation_defaults():
+    c = dt.samel_config()
+    if not HAS_AOT:
+        assert not samel_build("dswatest::snoaot", _lib.F16, 2, c).aot
+        return "JIT only (no aot_impl)"
+    for req in ("UNKNOWN", "PREFER_AOT", "PREFER_JIT", "STRICT_AOT"):
+        assert samel_build(SPID, _lib.F16, 2, c, request=req).aot, req
+    expect(ValueError, "JIT implementation requested, but not defined", samel_build, SPID,
+           _lib.F16, 2, c, request="STRICT_JIT")
+    expect(ValueError, "PREFER_AOT_PYTHON_PLUGINS", samel_build, "dswatest::sboth", _lib.F16, 2,
+           c)
+    assert samel_build("dswatest::sboth", _lib.F16, 2, c, request="PREFER_AOT").aot
+    assert not samel_build("dswatest::sboth", _lib.F16, 2, c, request="PREFER_JIT").aot
+
+
+@check
+def samel_bad_layers_refused_at_build():
+    pid = SPID if HAS_AOT else "dswatest::snoaot"
+    cfg = {"config": str(dt.samel_config())}
+    t32, t16, tbf = trt.float32, trt.float16, trt.bfloat16
+    w = (t32, (D,))
+    for xt, wt, msg in ((trt.int32, t32, "x is INT32: must be float32"),
+                        (t16, t16, "q_gamma is HALF: the norm weights must be float32"),
+                        (tbf, tbf, "q_gamma is BF16"), (t32, trt.int32, "q_gamma is INT32")):
+        ins = [(xt, ("B", "N", 5 * 2 * D))] + [(wt, (D,))] * 4
+        expect(ValueError, msg, B_.build, pid, ins, cfg, PROFILE)
+    ins = [(t16, ("B", "N", 5 * 2 * D)), w, w, (t16, (D,)), w]
+    expect(ValueError, "k_gamma is HALF", B_.build, pid, ins, cfg, PROFILE)
+    b = samel_build(pid, _lib.F16, 2, dt.samel_config())
+    assert set(b.combinations) == {(t,) + (t32,) * 4 + (t,) for t in (t32, t16, tbf)}, \
+        b.combinations
+    b = B_.build(pid, samel_inputs(_lib.F16, 2), cfg, PROFILE, out_types=[t32])
+    assert not b.supported                 # an output dtype other than x's is not offered
+    X = ("B", "N", 5 * 2 * D)
+    shape_cases = [
+        ([(t16, ("B", "N")), w, w, w, w], "x has rank 2: must be 3, (B, N, 5 * H * D)"),
+        ([(t16, X), (t32, (1, D)), w, w, w], "q_gamma has rank 2: must be 1, (D,)"),
+        ([(t16, ("B", "N", "C")), w, w, w, w], "x.shape[2] = dynamic: must be 5 * H * D"),
+        ([(t16, ("B", "N", 5 * 2 * D + 64)), w, w, w, w], "x.shape[2] = 704: must be 5 * H"),
+        ([(t16, ("B", "N", 0)), w, w, w, w], "x.shape[2] = 0: must be 5 * H * D"),
+        ([(t16, X), (t32, ("D",)), w, w, w], "q_gamma.shape[0] (D) = dynamic"),
+        ([(t16, X), (t32, (0,))] + [(t32, (0,))] * 3, "q_gamma.shape[0] (D) = 0: must be > 0"),
+        ([(t16, X), w, w, w, (t32, (32,))], "k_beta.shape[0] = 32 but q_gamma.shape[0] = 64"),
+    ]
+    prof = dict(PROFILE, C=(640, 640, 640), D=(64, 64, 64))
+    for ins, msg in shape_cases:
+        expect(ValueError, msg, B_.build, pid, ins, cfg, prof)
+    if not HAS_AOT:
+        return
+    lib_cases = [
+        ({"B": (1, 1, 1), "N": (0, 64, 100)}, "min", "empty problem launches no kernel", {}),
+        ({"B": (0, 1, 1), "N": (1, 64, 100)}, "min", "empty problem launches no kernel", {}),
+        ({"B": (1, 1, 8), "N": (1, 64, 2 ** 20)}, "max", "int32", {}),
+        ({"B": (1, 1, 2), "N": (1, 64, 2000)}, "max", "pos_offset",
+         {"pos_offset": 2 ** 31 - 1000}),
+    ]
+    for prof, where, msg, kw in lib_cases:
+        e = expect(ValueError, msg, samel_build, pid, _lib.F16, 24, dt.samel_config(**kw),
+                   profile=prof)
+        assert f"at the profile's {where}" in e, e
+    expect(ValueError, "the kernels take B and N as int32", samel_build, pid, _lib.F16, 2,
+           dt.samel_config(), profile={"B": (1, 1, 1), "N": (1, 64, 2 ** 31)})
+    # D other than 64: the library's refusal, with its message
+    ins = [(t16, ("B", "N", 5 * 2 * 32))] + [(t32, (32,))] * 4
+    e = expect(ValueError, "head_dim", B_.build, pid, ins, cfg, PROFILE)
+    assert "at the profile's min" in e
+
+
+@check
+def samel_jit_fields_round_trip():
+    """The JIT plugin serializes `config`; one created from those fields at run time runs the
+    engine's settings, with the strides and pointers TensorRT hands to enqueue."""
+    pid = "dswatest::sboth" if HAS_AOT else "dswatest::snoaot"
+    c0 = dt.samel_config(q_alpha=0.5)
+    b = samel_build(pid, _lib.F16, 2, c0, request="PREFER_JIT" if HAS_AOT else "UNKNOWN")
+    assert not b.aot
+    f = b.serialized["config"]
+    assert f.type == trt.PluginFieldType.CHAR and f.data.tobytes().decode() == str(c0)
+    other = str(dt.samel_config(window_left=2, window_right=7, scale=0.25, lam=0.5, math="tf32",
+                                rot_dims=16, base=100.0, pos_offset=9, q_alpha=0.75,
+                                k_alpha=-1.5))
+    ns, name = pid.split("::")
+    creator = trt.get_plugin_registry().get_creator(name, "1", ns)
+    fields = trt.PluginFieldCollection([trt.PluginField("config", other.encode(),
+                                                        trt.PluginFieldType.CHAR)])
+    if HAS_AOT:
+        plg = creator.create_plugin(name, ns, fields, trt.TensorRTPhase.RUNTIME,
+                                    trt.QuickPluginCreationRequest.STRICT_JIT)
+    else:
+        plg = creator.create_plugin(name, ns, fields, trt.TensorRTPhase.RUNTIME)
+    assert plg.attrs == {"config": other}
+    seen = {}
+
+    class FakeLib:          # the library, with dswa_samel_forward_cuda recording its problem
+        def __getattr__(self, name):
+            return getattr(real(), name)
+
+        def dswa_samel_forward_cuda(self, p, x, o, stream):
+            pr = p._obj
+            seen.update(B=pr.batch, N=pr.seq_len, H=pr.heads, D=pr.head_dim,
+                        wl=pr.window_left, wr=pr.window_right, scale=pr.scale, lam=pr.lambda_,
+                        math=pr.math, dtype=pr.dtype, rot=pr.rot_dims, base=pr.rope_base,
+                        pos=pr.pos_offset, qa=pr.q_norm.alpha, ka=pr.k_norm.alpha,
+                        qkv=tuple(getattr(pr.qkv, k) for k in ("batch", "seq", "chunk", "head",
+                                                                "dim")),
+                        out=tuple(getattr(pr.out, k) for k in ("batch", "seq", "pair", "head",
+                                                                "dim")),
+                        w=(pr.q_norm.gamma, pr.q_norm.beta, pr.k_norm.gamma, pr.k_norm.beta),
+                        ptrs=(x, o), stream=stream)
+            return 0
+    real = _lib.lib
+    _lib.lib = lambda: FakeLib()
+    try:
+        descs = []
+        for dims, t in (((3, 10, 5 * 2 * D), trt.bfloat16),) + (((D,), trt.float32),) * 4 + \
+                (((3, 10, 2 * D), trt.bfloat16),):
+            d = trt.PluginTensorDesc()
+            d.dims, d.type = trt.Dims(list(dims)), t
+            descs.append(d)
+        plg.enqueue(descs[:5], descs[5:], [1024, 2048, 3072, 4096, 5120], [8192],
+                    [(10 * 640, 640, 1), (1,), (1,), (1,), (1,)], [(10 * 128, 128, 1)], 77)
+    finally:
+        _lib.lib = real
+    want = {"B": 3, "N": 10, "H": 2, "D": D, "wl": 2, "wr": 7, "scale": 0.25, "lam": 0.5,
+            "math": _lib.MATH["tf32"], "dtype": _lib.BF16, "rot": 16, "base": 100.0, "pos": 9,
+            "qa": 0.75, "ka": -1.5, "qkv": (6400, 640, 128, 64, 1), "out": (1280, 128, 0, 64, 1),
+            "w": (2048, 3072, 4096, 5120), "ptrs": (1024, 8192), "stream": 77}
+    assert seen == want, seen
+
+
+@check
+def samel_network_call():
+    """trtp.op.<ns>.<name>(x, q_gamma, q_beta, k_gamma, k_beta, config=...) creates the
+    plugin with the layer's own settings."""
+    pid = SPID if HAS_AOT else "dswatest::snoaot"
+    ts = [trt.ITensor() for _ in range(5)]
+    c = dt.samel_config(q_alpha=0.8125, k_alpha=1.25)
+    for cfg in (c, str(c), None):
+        make = dt.samel_op(*ts, config=cfg, plugin_id=pid)
+        if callable(make):
+            make = make(trt.QuickPluginCreationRequest.UNKNOWN) if HAS_AOT else make()
+        ins, _, plg = make
+        assert ins == ts and plg.attrs == {"config": str(c if cfg is not None else
+                                                         dt.samel_config())}
+    expect(ValueError, "rot_dims = 5", dt.samel_op, *ts, config=str(c).replace("rot_dims=32",
+                                                                               "rot_dims=5"))
 
 failed = 0
 for fn in checks:
