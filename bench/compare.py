@@ -192,7 +192,7 @@ def main():
             print(f"compare.py --op samel: skipped: the comparator needs torch ({e})",
                   file=sys.stderr)
             return 3
-        return samel_prologue.run(args, machine_info)
+        return samel_prologue.run(args, machine_info, TOL)
     if args.dtypes is None:
         args.dtypes = ["float32", "bfloat16", "float16"]
     if args.child:
