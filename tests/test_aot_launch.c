@@ -13,6 +13,10 @@
    <= 3e-3 (f32, TF32), 5e-3 (f16), 1e-2 (bf16). Cases: every dtype, both kernel families,
    B in {1, 3}, 2H-head V and shared V, N = 1000 (not a multiple of the 64-query tile), plus
    windows clamped to N - 1 and the exports for the older architectures JIT-compiled here.
+   The fused SAME-L kernel the same way (dswa_aot_samel_kernel_for; inputs x and the four norm
+   weights, its 17 extras), against the tests' float64 reference of the block
+   (tests/lib/samel_ref64) with test_cuda_samel's tolerances: every dtype and f32's fp32 math,
+   band and scalar kernels, B > 1, position offsets, clamped windows, older architectures.
    The driver is loaded with dlopen (libcuda.so.1), as TensorRT does, so the binary starts on
    machines without one and then exits 77 with "skipped: no GPU ...". */
 #include <stdio.h>
@@ -21,6 +25,7 @@
 
 #include "dswa.h"
 #include "compare.h"
+#include "samel_ref64.h"
 #include "testutil.h"
 
 #ifndef DSWA_HAVE_CUDA
@@ -142,14 +147,131 @@ static int cases_run;
 /* Modules loaded so far, by their PTX text: the cases that export the same module (other B,
    H, V layout or window of the same family) launch it again instead of JIT-compiling it
    again (each JIT costs ptxas's time); every distinct module is loaded and checked once. */
-static struct { char *ptx; CUmodule mod; float jit_ms; } loaded[32];
+static struct { char *ptx; CUmodule mod; float jit_ms; } loaded[64];
 static int n_loaded, jit_count;
+
+/* A failed driver call inside a helper: a failed check naming the call, and -1. */
+#define DRV_RET(call)                                                                           \
+    do {                                                                                        \
+        CUresult r_ = (call);                                                                   \
+        if (r_ != CUDA_SUCCESS) {                                                               \
+            CHECK(0, "%s: driver call %s failed: %s", name, #call, cu_err(r_));                  \
+            return -1;                                                                          \
+        }                                                                                       \
+    } while (0)
+
+/* What TensorRT does with the AOT plugin's PTX: cuModuleLoadDataEx on the text (each distinct
+   module once; the table owns it), the entry looked up by the metadata's name, whose static
+   shared memory and block size must be the metadata's. *attr: shared bytes, registers, local
+   bytes. 0, or -1 after a failed check. */
+static int load_kernel(const char *name, const dswa_aot_info *info, CUfunction *fn, int attr[3], float *jit_ms,
+                       int *reused) {
+    CUmodule mod = NULL;
+    *reused = 0;
+    for (int i = 0; i < n_loaded && !mod; i++)
+        if (!strcmp(loaded[i].ptx, info->ptx)) {
+            mod = loaded[i].mod;
+            *jit_ms = loaded[i].jit_ms;
+            *reused = 1;
+        }
+    if (!mod) {
+        char elog[8192] = "", ilog[8192] = "";
+        CUjit_option jo[5] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_INFO_LOG_BUFFER,
+                              CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_WALL_TIME};
+        void *jv[5] = {elog, (void *)(uintptr_t)sizeof elog, ilog, (void *)(uintptr_t)sizeof ilog, NULL};
+        CHECK(n_loaded < (int)(sizeof loaded / sizeof loaded[0]), "%s: more distinct modules than the table holds", name);
+        if (n_loaded >= (int)(sizeof loaded / sizeof loaded[0])) return -1;
+        const CUresult lr = drv.ModuleLoadDataEx(&mod, info->ptx, 5, jo, jv);
+        memcpy(jit_ms, &jv[4], sizeof *jit_ms); /* the driver writes the float into the option's slot */
+        if (lr != CUDA_SUCCESS) {
+            CHECK(0, "%s: cuModuleLoadDataEx on the exported PTX (%s, .target %s, .version %d.%d) failed: %s; JIT "
+                  "log: %s", name, info->kernel_name, info->target, info->ptx_isa_major, info->ptx_isa_minor,
+                  cu_err(lr), elog);
+            return -1;
+        }
+        jit_count++;
+        if (!(loaded[n_loaded].ptx = strdup(info->ptx))) abort();
+        loaded[n_loaded].mod = mod;
+        loaded[n_loaded++].jit_ms = *jit_ms;
+    }
+    int fmaxt = -1;
+    DRV_RET(drv.ModuleGetFunction(fn, mod, info->kernel_name));
+    DRV_RET(drv.FuncGetAttribute(&attr[0], CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, *fn));
+    DRV_RET(drv.FuncGetAttribute(&attr[1], CU_FUNC_ATTRIBUTE_NUM_REGS, *fn));
+    DRV_RET(drv.FuncGetAttribute(&attr[2], CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, *fn));
+    DRV_RET(drv.FuncGetAttribute(&fmaxt, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, *fn));
+    CHECK(attr[0] == (int)info->shared_bytes, "%s: the loaded kernel has %d bytes of static shared memory, the "
+          "metadata says %u", name, attr[0], info->shared_bytes);
+    CHECK(fmaxt >= (int)(info->block[0] * info->block[1] * info->block[2]), "%s: the kernel takes at most %d threads "
+          "per block, the metadata's block is %u", name, fmaxt, info->block[0]);
+    return 0;
+}
+
+/* One launch of fn with args, grid, block and shared memory from the metadata, captured into a
+   graph on a new stream, as TensorRT's enqueue is inside a user's capture. 0, or -1 after a
+   failed check (what was created is in *stream, *graph, *exec for the caller to destroy). */
+static int capture(const char *name, const dswa_aot_info *info, CUfunction fn, void **args, CUstream *stream,
+                   CUgraph *graph, CUgraphExec *exec) {
+    DRV_RET(drv.StreamCreate(stream, 0));
+    DRV_RET(drv.StreamBeginCapture(*stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    const CUresult kr = drv.LaunchKernel(fn, info->grid_dims[0], info->grid_dims[1], info->grid_dims[2], info->block[0],
+                                         info->block[1], info->block[2], info->dynamic_shared_bytes, *stream, args, NULL);
+    const CUresult er = drv.StreamEndCapture(*stream, graph);
+    if (kr != CUDA_SUCCESS || er != CUDA_SUCCESS) {
+        CHECK(0, "%s: cuLaunchKernel under capture: %s; cuStreamEndCapture: %s", name,
+              kr != CUDA_SUCCESS ? cu_err(kr) : "ok", er != CUDA_SUCCESS ? cu_err(er) : "ok");
+        return -1;
+    }
+    DRV_RET(drv.GraphInstantiate(exec, *graph, 0));
+    return 0;
+}
 
 static double tol_for(dswa_dtype t) { return t == DSWA_F32 ? 3e-3 : t == DSWA_F16 ? 5e-3 : 1e-2; }
 
+/* The extras in the metadata's order, each computed here (value(name, ctx): as an aot_impl's
+   SymInt expressions would) and checked against the metadata's value; the grid too. 0, or -1
+   when any differs (then nothing is launched). */
+static int take_extras(const char *name, const dswa_aot_info *info, int64_t (*value)(const char *, const void *),
+                       const void *ctx, int B, int N, int H, int32_t extras[DSWA_AOT_MAX_PARAMS]) {
+    int ok = 1;
+    for (int i = 0; i < info->n_params; i++) {
+        if (info->params[i].kind != DSWA_AOT_EXTRA) continue;
+        const int64_t x = value(info->params[i].name, ctx);
+        CHECK(x == info->params[i].value, "%s: extra %d (%s): the metadata says %d, SAME-L shapes give %lld", name, i,
+              info->params[i].name, (int)info->params[i].value, (long long)x);
+        ok &= x == info->params[i].value;
+        extras[i] = (int32_t)x;
+    }
+    const unsigned gx = (unsigned)((N + 63) / 64); /* one block per 64 queries */
+    CHECK(info->grid_dims[0] == gx && info->grid_dims[1] == (unsigned)H && info->grid_dims[2] == (unsigned)B,
+          "%s: grid (%u, %u, %u), expected (%u, %d, %d)", name, info->grid_dims[0], info->grid_dims[1],
+          info->grid_dims[2], gx, H, B);
+    return ok ? 0 : -1;
+}
+
+/* One replay of the graph into a poisoned output (p: its view), read back into o->base: every
+   output element must be written and nothing around it touched. 0, or -1 after a failed call. */
+static int replay_once(const char *name, int r, CUgraphExec exec, CUstream stream, const dswa_problem *p,
+                       tu_outbuf *o, CUdeviceptr dbase) {
+    const size_t obytes = (size_t)o->total * tu_dtype_size(p->dtype);
+    tu_poison(o->base, o->total, p->dtype);
+    DRV_RET(drv.MemcpyHtoD(dbase, o->base, obytes));
+    DRV_RET(drv.GraphLaunch(exec, stream));
+    DRV_RET(drv.StreamSynchronize(stream));
+    DRV_RET(drv.MemcpyDtoH(o->base, dbase, obytes));
+    int64_t unwritten = 0, clobbered = 0;
+    tu_outbuf_check(p, o, &unwritten, &clobbered);
+    CHECK(unwritten == 0, "%s: replay %d: %lld output elements not written", name, r, (long long)unwritten);
+    CHECK(clobbered == 0, "%s: replay %d: %lld elements around the output modified", name, r, (long long)clobbered);
+    return 0;
+}
+
 /* The extras as an aot_impl computes them for contiguous SAME-L tensors: Q, K, V (B, N, 2H, D)
    or V (B, N, H, D) shared, out (B, N, H, D); windows clamped to N - 1; floats as their bits. */
-static int64_t extra_value(const char *nm, const dswa_problem *p, int shared_v) {
+typedef struct op_shape { const dswa_problem *p; int shared_v; } op_shape;
+static int64_t extra_value(const char *nm, const void *ctx) {
+    const dswa_problem *p = ((const op_shape *)ctx)->p;
+    const int shared_v = ((const op_shape *)ctx)->shared_v;
     const int64_t N = p->seq_len, H = p->heads, D = p->head_dim, hd = H * D, vh = shared_v ? hd : 2 * hd;
     int32_t bits;
     if (!strcmp(nm, "n")) return N;
@@ -184,8 +306,6 @@ static void run_case(const char *arch, dswa_dtype dt, int B, int N, int H, int w
     const size_t es = tu_dtype_size(dt);
     dswa_aot_info info;
     memset(&info, 0, sizeof info);
-    CUmodule mod = NULL;
-    int cached = 0, reused = 0; /* mod is in `loaded` (and was already there) */
     CUstream stream = NULL;
     CUgraph graph = NULL;
     CUgraphExec exec = NULL;
@@ -203,61 +323,14 @@ static void run_case(const char *arch, dswa_dtype dt, int B, int N, int H, int w
 
     /* the extras, computed here, must be the metadata's; launch with ours */
     int32_t extras[DSWA_AOT_MAX_PARAMS];
-    int ok_extras = 1;
-    for (int i = 0; i < info.n_params; i++) {
-        if (info.params[i].kind != DSWA_AOT_EXTRA) continue;
-        const int64_t x = extra_value(info.params[i].name, &p, shared_v);
-        CHECK(x == info.params[i].value, "%s: extra %d (%s): the metadata says %d, SAME-L shapes give %lld", name, i,
-              info.params[i].name, (int)info.params[i].value, (long long)x);
-        ok_extras &= x == info.params[i].value;
-        extras[i] = (int32_t)x;
-    }
-    const unsigned gx = (unsigned)((N + 63) / 64); /* one block per 64 queries */
-    CHECK(info.grid_dims[0] == gx && info.grid_dims[1] == (unsigned)H && info.grid_dims[2] == (unsigned)B,
-          "%s: grid (%u, %u, %u), expected (%u, %d, %d)", name, info.grid_dims[0], info.grid_dims[1],
-          info.grid_dims[2], gx, H, B);
-    if (!ok_extras) goto done;
+    const op_shape shape = {&p, shared_v};
+    if (take_extras(name, &info, extra_value, &shape, B, N, H, extras)) goto done;
 
     /* what TensorRT does with the AOT plugin's PTX */
-    char elog[8192] = "", ilog[8192] = "";
-    float wall_ms = 0.f;
-    CUjit_option jo[5] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_INFO_LOG_BUFFER,
-                          CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_WALL_TIME};
-    void *jv[5] = {elog, (void *)(uintptr_t)sizeof elog, ilog, (void *)(uintptr_t)sizeof ilog, NULL};
-    for (int i = 0; i < n_loaded && !cached; i++)
-        if (!strcmp(loaded[i].ptx, info.ptx)) {
-            mod = loaded[i].mod;
-            wall_ms = loaded[i].jit_ms;
-            cached = reused = 1;
-        }
-    if (!cached) {
-        const CUresult lr = drv.ModuleLoadDataEx(&mod, info.ptx, 5, jo, jv);
-        memcpy(&wall_ms, &jv[4], sizeof wall_ms); /* the driver writes the float into the option's slot */
-        if (lr != CUDA_SUCCESS) {
-            CHECK(0, "%s: cuModuleLoadDataEx on the exported PTX (%s, .target %s, .version %d.%d) failed: %s; JIT "
-                  "log: %s", name, info.kernel_name, info.target, info.ptx_isa_major, info.ptx_isa_minor, cu_err(lr),
-                  elog);
-            mod = NULL;
-            goto done;
-        }
-        jit_count++;
-        if (n_loaded < (int)(sizeof loaded / sizeof loaded[0]) && (loaded[n_loaded].ptx = strdup(info.ptx))) {
-            loaded[n_loaded].mod = mod;
-            loaded[n_loaded++].jit_ms = wall_ms;
-            cached = 1; /* owned by the table now */
-        }
-    }
     CUfunction fn;
-    DRV(drv.ModuleGetFunction(&fn, mod, info.kernel_name));
-    int fshared = -1, fregs = -1, flocal = -1, fmaxt = -1;
-    DRV(drv.FuncGetAttribute(&fshared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn));
-    DRV(drv.FuncGetAttribute(&fregs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn));
-    DRV(drv.FuncGetAttribute(&flocal, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fn));
-    DRV(drv.FuncGetAttribute(&fmaxt, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn));
-    CHECK(fshared == (int)info.shared_bytes, "%s: the loaded kernel has %d bytes of static shared memory, the "
-          "metadata says %u", name, fshared, info.shared_bytes);
-    CHECK(fmaxt >= (int)(info.block[0] * info.block[1] * info.block[2]), "%s: the kernel takes at most %d threads "
-          "per block, the metadata's block is %u", name, fmaxt, info.block[0]);
+    int attr[3], reused = 0;
+    float wall_ms = 0.f;
+    if (load_kernel(name, &info, &fn, attr, &wall_ms, &reused)) goto done;
 
     /* buffers */
     tu_rng rng;
@@ -291,20 +364,7 @@ static void run_case(const char *arch, dswa_dtype dt, int B, int N, int H, int w
         }
     }
 
-    /* captured into a graph, as TensorRT's enqueue is inside a user's capture */
-    DRV(drv.StreamCreate(&stream, 0));
-    DRV(drv.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    const CUresult kr = drv.LaunchKernel(fn, info.grid_dims[0], info.grid_dims[1], info.grid_dims[2], info.block[0],
-                                         info.block[1], info.block[2], info.dynamic_shared_bytes, stream, args, NULL);
-    CUgraph g = NULL;
-    const CUresult er = drv.StreamEndCapture(stream, &g);
-    graph = g;
-    if (kr != CUDA_SUCCESS || er != CUDA_SUCCESS) {
-        CHECK(0, "%s: cuLaunchKernel under capture: %s; cuStreamEndCapture: %s", name,
-              kr != CUDA_SUCCESS ? cu_err(kr) : "ok", er != CUDA_SUCCESS ? cu_err(er) : "ok");
-        goto done;
-    }
-    DRV(drv.GraphInstantiate(&exec, graph, 0));
+    if (capture(name, &info, fn, args, &stream, &graph, &exec)) goto done;
 
     const size_t dense = (size_t)B * (size_t)N * (size_t)H * 64;
     ref = malloc(sizeof(double) * dense);
@@ -320,15 +380,7 @@ static void run_case(const char *arch, dswa_dtype dt, int B, int N, int H, int w
             DRV(drv.MemcpyHtoD(dk, hk, (size_t)nk * es));
             DRV(drv.MemcpyHtoD(dv, hv, (size_t)nv * es));
         }
-        tu_poison(ho.base, ho.total, dt);
-        DRV(drv.MemcpyHtoD(dbase, ho.base, obytes));
-        DRV(drv.GraphLaunch(exec, stream));
-        DRV(drv.StreamSynchronize(stream));
-        DRV(drv.MemcpyDtoH(ho.base, dbase, obytes));
-        int64_t unwritten = 0, clobbered = 0;
-        tu_outbuf_check(&p, &ho, &unwritten, &clobbered);
-        CHECK(unwritten == 0, "%s: replay %d: %lld output elements not written", name, r, (long long)unwritten);
-        CHECK(clobbered == 0, "%s: replay %d: %lld elements around the output modified", name, r, (long long)clobbered);
+        if (replay_once(name, r, exec, stream, &p, &ho, dbase)) goto done;
         if (r <= 1) tu_reference(&p, hq, hk, hv, ref);
         const double e = tu_rel_error(&p, ho.out, ref);
         CHECK(e <= tol_for(dt), "%s: replay %d: relative error %.3e > %.1e", name, r, e, tol_for(dt));
@@ -338,7 +390,7 @@ static void run_case(const char *arch, dswa_dtype dt, int B, int N, int H, int w
     }
     printf("  %-44s %-22s PTX %d.%d grid (%u,%u,%u) block %u smem %d regs %d lmem %d JIT %.0f ms%s  %d replays, "
            "max rel_err %.2e (tol %.0e)\n", name, info.kernel_name, info.ptx_isa_major, info.ptx_isa_minor,
-           info.grid_dims[0], info.grid_dims[1], info.grid_dims[2], info.block[0], fshared, fregs, flocal,
+           info.grid_dims[0], info.grid_dims[1], info.grid_dims[2], info.block[0], attr[0], attr[1], attr[2],
            (double)wall_ms, reused ? " (loaded before)" : "", replays,
            worst, tol_for(dt));
 done:
@@ -349,10 +401,178 @@ done:
     if (dk) drv.MemFree(dk);
     if (dv) drv.MemFree(dv);
     if (dbase) drv.MemFree(dbase);
-    if (mod && !cached) drv.ModuleUnload(mod);
     tu_free(hq);
     tu_free(hk);
     tu_free(hv);
+    if (ho.base) tu_outbuf_free(&ho);
+    free(ref);
+    free(prev);
+    dswa_aot_info_free(&info);
+}
+
+/* ---- the fused SAME-L kernel ---------------------------------------------------------------- */
+
+/* The fused block's extras for contiguous tensors, x (B, N, 5H*D) and out (B, N, H*D): windows
+   clamped to N - 1, floats as their bits, the attributes as given. */
+static int64_t samel_extra_value(const char *nm, const void *ctx) {
+    const dswa_samel_problem *p = ctx;
+    const int64_t N = p->seq_len, H = p->heads, D = p->head_dim, hd = H * D;
+    const float *f = !strcmp(nm, "scale_bits") ? &p->scale : !strcmp(nm, "lambda_bits") ? &p->lambda
+                   : !strcmp(nm, "base_bits") ? &p->rope_base : !strcmp(nm, "q_alpha_bits") ? &p->q_norm.alpha
+                   : !strcmp(nm, "k_alpha_bits") ? &p->k_norm.alpha : NULL;
+    int32_t bits;
+    if (f) { memcpy(&bits, f, 4); return bits; }
+    if (!strcmp(nm, "n")) return N;
+    if (!strcmp(nm, "wl")) return p->window_left < N ? p->window_left : N - 1;
+    if (!strcmp(nm, "wr")) return p->window_right < N ? p->window_right : N - 1;
+    if (!strcmp(nm, "x_sb")) return N * 5 * hd;
+    if (!strcmp(nm, "x_sn")) return 5 * hd;
+    if (!strcmp(nm, "x_sc") || !strcmp(nm, "o_sn")) return hd;
+    if (!strcmp(nm, "x_sh") || !strcmp(nm, "o_sh")) return D;
+    if (!strcmp(nm, "o_sb")) return N * hd;
+    if (!strcmp(nm, "rot_dims")) return p->rot_dims;
+    if (!strcmp(nm, "pos_offset")) return p->pos_offset;
+    return INT64_MIN;
+}
+
+/* As test_cuda_samel's: the op's error plus DyT's and RoPE's roundings (fp32 math: tanh to fp32
+   accuracy, sin and cos within 2^-21). */
+static double samel_tol(dswa_dtype t, dswa_math m) {
+    if (t == DSWA_F32) return m == DSWA_MATH_FP32 ? 2e-5 : 4e-3;
+    return t == DSWA_F16 ? 5e-3 : 1e-2;
+}
+
+/* DyT weights as learned ones look: gamma near 1, beta near 0. */
+static void fill_norm(float *gamma, float *beta, tu_rng *rng) {
+    for (int d = 0; d < 64; d++) {
+        gamma[d] = (float)(1.0 + 0.25 * tu_rng_normal(rng));
+        beta[d] = (float)(0.1 * tu_rng_normal(rng));
+    }
+}
+
+/* One fused-block case end to end: dswa_aot_samel_kernel_for, the module loaded and launched
+   with the arguments in the metadata's order (x, the four norm weights, the extras computed
+   here, out) inside a captured graph, replayed with the inputs it was captured with, with
+   fresh inputs and weights in the same buffers, and again (bitwise identical), against the
+   tests' float64 reference of the block (tests/lib/samel_ref64). `family`: the kernel family
+   the case is for ("band" or "scalar"). */
+static void run_samel_case(const char *arch, dswa_dtype dt, dswa_math math, int B, int N, int H, int wl, int wr,
+                           int rot, int pos, const char *family, int replays) {
+    char name[200];
+    snprintf(name, sizeof name, "samel %s %s%s B=%d N=%d H=%d W=%d/%d rot %d pos %d", arch, dswa_dtype_name(dt),
+             math == DSWA_MATH_FP32 ? " fp32" : "", B, N, H, wl, wr, rot, pos);
+    dswa_samel_problem p = dswa_samel_problem_default(B, N, H);
+    p.dtype = dt;
+    p.math = math;
+    p.window_left = wl;
+    p.window_right = wr;
+    p.rot_dims = rot;
+    p.pos_offset = pos;
+    p.lambda = 0.8f;
+    p.q_norm.alpha = 0.9f;
+    p.k_norm.alpha = 1.2f;
+    dswa_problem view = dswa_problem_default(B, N, H, 64, wl); /* the output's view, for the buffer checks */
+    view.dtype = dt;
+    view.out = p.out;
+    const size_t es = tu_dtype_size(dt);
+    const int64_t nx = (int64_t)B * N * 5 * H * 64;
+    float w[4][64]; /* q_gamma, q_beta, k_gamma, k_beta on the host */
+    dswa_aot_info info;
+    memset(&info, 0, sizeof info);
+    CUstream stream = NULL;
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    CUdeviceptr dx = 0, dw[4] = {0, 0, 0, 0}, dbase = 0;
+    void *hx = NULL, *prev = NULL;
+    double *ref = NULL;
+    tu_outbuf ho;
+    memset(&ho, 0, sizeof ho);
+
+    const dswa_status st = dswa_aot_samel_kernel_for(arch, &p, &info);
+    CHECK(st == DSWA_OK, "%s: dswa_aot_samel_kernel_for: %s: %s", name, dswa_status_string(st), dswa_last_error());
+    if (st != DSWA_OK) return;
+    cases_run++;
+    CHECK(!strcmp(info.op, "samel") && !strcmp(info.family, family) && info.rot_dims == rot,
+          "%s: op %s, family %s (%s), rot_dims %d: the case is for the %s kernel", name, info.op, info.family,
+          info.kernel_name, (int)info.rot_dims, family);
+    int32_t extras[DSWA_AOT_MAX_PARAMS];
+    if (take_extras(name, &info, samel_extra_value, &p, B, N, H, extras)) goto done;
+    CUfunction fn;
+    int attr[3], reused = 0;
+    float wall_ms = 0.f;
+    if (load_kernel(name, &info, &fn, attr, &wall_ms, &reused)) goto done;
+
+    /* buffers: x with fresh normals, the weights, the poisoned output with guards */
+    tu_rng rng;
+    tu_rng_init(&rng, 9191u + (uint64_t)cases_run);
+    hx = tu_alloc(nx, dt);
+    tu_fill_normal(hx, nx, dt, &rng, 1.0);
+    fill_norm(w[0], w[1], &rng);
+    fill_norm(w[2], w[3], &rng);
+    p.q_norm.gamma = w[0], p.q_norm.beta = w[1], p.k_norm.gamma = w[2], p.k_norm.beta = w[3]; /* for the reference */
+    ho = tu_outbuf_new(&view);
+    const size_t obytes = (size_t)ho.total * es;
+    DRV(drv.MemAlloc(&dx, (size_t)nx * es));
+    DRV(drv.MemAlloc(&dbase, obytes));
+    DRV(drv.MemcpyHtoD(dx, hx, (size_t)nx * es));
+    for (int i = 0; i < 4; i++) {
+        DRV(drv.MemAlloc(&dw[i], sizeof w[i]));
+        DRV(drv.MemcpyHtoD(dw[i], w[i], sizeof w[i]));
+    }
+    CUdeviceptr dout = dbase + (CUdeviceptr)(TU_GUARD * es);
+
+    /* arguments in the metadata's order: input pointers by name, extras, output pointer */
+    void *args[DSWA_AOT_MAX_PARAMS];
+    static const char *const wname[4] = {"q_gamma", "q_beta", "k_gamma", "k_beta"};
+    for (int i = 0; i < info.n_params; i++) {
+        const dswa_aot_param *a = &info.params[i];
+        args[i] = NULL;
+        if (a->kind == DSWA_AOT_EXTRA) args[i] = &extras[i];
+        else if (a->kind == DSWA_AOT_OUTPUT) args[i] = &dout;
+        else if (!strcmp(a->name, "x")) args[i] = &dx;
+        for (int k = 0; k < 4 && !args[i]; k++)
+            if (!strcmp(a->name, wname[k])) args[i] = &dw[k];
+        if (!args[i]) {
+            CHECK(0, "%s: unknown input parameter '%s' in the metadata", name, a->name);
+            goto done;
+        }
+    }
+    if (capture(name, &info, fn, args, &stream, &graph, &exec)) goto done;
+
+    ref = malloc(sizeof(double) * (size_t)B * (size_t)N * (size_t)H * 64);
+    prev = malloc(obytes);
+    if (!ref || !prev) abort();
+    double worst = 0;
+    const double tol = samel_tol(dt, math);
+    for (int r = 0; r < replays; r++) {
+        if (r == 1) { /* fresh inputs and weights into the same buffers: the graph must read them */
+            tu_fill_normal(hx, nx, dt, &rng, 1.0);
+            fill_norm(w[0], w[1], &rng);
+            fill_norm(w[2], w[3], &rng);
+            DRV(drv.MemcpyHtoD(dx, hx, (size_t)nx * es));
+            for (int i = 0; i < 4; i++) DRV(drv.MemcpyHtoD(dw[i], w[i], sizeof w[i]));
+        }
+        if (replay_once(name, r, exec, stream, &view, &ho, dbase)) goto done;
+        if (r <= 1) tu_samel_ref64(&p, hx, ref);
+        const double e = tu_rel_error(&view, ho.out, ref);
+        CHECK(e <= tol, "%s: replay %d: relative error %.3e > %.1e", name, r, e, tol);
+        if (e > worst) worst = e;
+        if (r >= 2) CHECK(!memcmp(prev, ho.base, obytes), "%s: replay %d differs bitwise from replay %d", name, r, r - 1);
+        memcpy(prev, ho.base, obytes);
+    }
+    printf("  %-54s %-24s PTX %d.%d grid (%u,%u,%u) smem %d regs %d lmem %d JIT %.0f ms%s  %d replays, max rel_err "
+           "%.2e (tol %.0e)\n", name, info.kernel_name, info.ptx_isa_major, info.ptx_isa_minor, info.grid_dims[0],
+           info.grid_dims[1], info.grid_dims[2], attr[0], attr[1], attr[2], (double)wall_ms,
+           reused ? " (loaded before)" : "", replays, worst, tol);
+done:
+    if (exec) drv.GraphExecDestroy(exec);
+    if (graph) drv.GraphDestroy(graph);
+    if (stream) drv.StreamDestroy(stream);
+    if (dx) drv.MemFree(dx);
+    for (int i = 0; i < 4; i++)
+        if (dw[i]) drv.MemFree(dw[i]);
+    if (dbase) drv.MemFree(dbase);
+    tu_free(hx);
     if (ho.base) tu_outbuf_free(&ho);
     free(ref);
     free(prev);
@@ -419,6 +639,23 @@ int main(void) {
         if (exported[i] < dev_sm && strcmp(exported_names[i], dev_arch)) {
             run_case(exported_names[i], DSWA_BF16, 3, 1000, 3, 17, 17, 1, 0.125f, 0.8f, 2);
             run_case(exported_names[i], DSWA_F32, 1, 1000, 3, 40, 25, 0, 0.125f, 0.8f, 2);
+        }
+    /* the fused block: every dtype (and f32's fp32 math), both kernel families (band: SAME-L's
+       window; scalar: a span over 48, or rot_dims off the band kernel's chunks), B > 1, N not a
+       multiple of 64, position offsets, windows clamped to N - 1 */
+    static const dswa_math maths[4] = {DSWA_MATH_DEFAULT, DSWA_MATH_FP32, DSWA_MATH_DEFAULT, DSWA_MATH_DEFAULT};
+    static const dswa_dtype sdt[4] = {DSWA_F32, DSWA_F32, DSWA_F16, DSWA_BF16};
+    for (int t = 0; t < 4; t++) {
+        run_samel_case(dev_arch, sdt[t], maths[t], 2, 1000, 3, 17, 17, 32, 0, "band", 3);
+        run_samel_case(dev_arch, sdt[t], maths[t], 3, 333, 2, 40, 25, 32, 4093, "scalar", 2);
+    }
+    run_samel_case(dev_arch, DSWA_F16, DSWA_MATH_DEFAULT, 1, 500, 2, 17, 17, 8, 7, "scalar", 2);
+    run_samel_case(dev_arch, DSWA_BF16, DSWA_MATH_DEFAULT, 2, 20, 3, 30, 30, 32, 100000, "band", 2);
+    run_samel_case(dev_arch, DSWA_F16, DSWA_MATH_DEFAULT, 2, 70, 1, 300, 300, 32, 0, "scalar", 2);
+    for (int i = 0; i < 6; i++)
+        if (exported[i] < dev_sm && strcmp(exported_names[i], dev_arch)) {
+            run_samel_case(exported_names[i], DSWA_BF16, DSWA_MATH_DEFAULT, 2, 1000, 3, 17, 17, 32, 0, "band", 2);
+            run_samel_case(exported_names[i], DSWA_F32, DSWA_MATH_DEFAULT, 1, 300, 2, 40, 25, 32, 5, "scalar", 2);
         }
     probe_unlowered();
     printf("%d cases through cuModuleLoadDataEx + a captured graph (%d distinct modules JIT-compiled)\n", cases_run,
