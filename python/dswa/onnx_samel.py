@@ -39,9 +39,10 @@ import sys
 
 import numpy as np
 
-DOMAIN = "samel"
-OP = "diff_attn_swa"                # the op's node (dswa.trt.PLUGIN_ID)
-FUSED = "samel_attention"           # the fused node (dswa.trt.SAMEL_PLUGIN_ID)
+from . import trt
+
+DOMAIN, OP = trt.PLUGIN_ID.split("::")                # the op's node: samel::diff_attn_swa
+FUSED_DOMAIN, FUSED = trt.SAMEL_PLUGIN_ID.split("::")  # the fused node: samel::samel_attention
 _PASS = ("Reshape", "Transpose", "Identity", "Cast", "Squeeze", "Unsqueeze", "Flatten",
          "Expand", "Concat")
 _MAX_NODES = 5000
@@ -61,11 +62,6 @@ def _onnx():
     return onnx
 
 
-def _trt():
-    from . import trt
-    return trt
-
-
 # ---- the custom nodes for onnx.reference -----------------------------------------------------
 def reference_ops():
     """[DiffAttnSwa, SamelAttention]: onnx.reference OpRun classes for the nodes
@@ -80,16 +76,16 @@ def reference_ops():
         op_domain = DOMAIN
 
         def _run(self, q, k, v, config=None):
-            c = _trt().parse(_text(config))
+            c = trt.parse(_text(config))
             return (dswa.diff_swa(q, k, v, window_left=c.window_left,
                                   window_right=c.window_right, scale=c.scale, lam=c.lam,
                                   math=c.math),)
 
     class SamelAttention(OpRun):
-        op_domain = DOMAIN
+        op_domain = FUSED_DOMAIN
 
         def _run(self, x, q_gamma, q_beta, k_gamma, k_beta, config=None):
-            c = _trt().samel_parse(_text(config))
+            c = trt.samel_parse(_text(config))
             return (dswa.samel_attention(
                 x, *(np.ascontiguousarray(w, np.float32) for w in (q_gamma, q_beta, k_gamma,
                                                                    k_beta)),
@@ -161,7 +157,7 @@ def _infer_shapes(model):
     m = onnx.ModelProto()
     m.CopyFrom(model)
     known = {}
-    for _ in range(1 + sum(n.domain == DOMAIN for n in m.graph.node)):
+    for _ in range(1 + sum(n.domain in (DOMAIN, FUSED_DOMAIN) for n in m.graph.node)):
         try:
             inf = onnx.shape_inference.infer_shapes(m)
         except Exception:          # a model shape inference cannot handle: only what is declared
@@ -177,7 +173,8 @@ def _infer_shapes(model):
         added = False
         have = {vi.name for vi in m.graph.value_info}
         for n in m.graph.node:
-            if n.domain != DOMAIN or n.output[0] in known or not n.input or n.input[0] not in known:
+            if n.domain not in (DOMAIN, FUSED_DOMAIN) or n.output[0] in known or not n.input \
+                    or n.input[0] not in known:
                 continue
             s, et = known[n.input[0]]
             if n.op_type == OP and len(s) == 4:
@@ -388,7 +385,6 @@ def _angles(table, n):
 
 
 def _match(G, node, verify, rng):
-    trt = _trt()
     if len(node.input) != 3 or len(node.output) != 1:
         _fail(node, f"{len(node.input)} inputs and {len(node.output)} outputs: expected q, k, v "
                     "and one output")
@@ -549,7 +545,7 @@ def rewrite(model, *, verify=True, seed=0):
         m.graph.initializer.append(onnx.numpy_helper.from_array(
             np.array([0, 0, f["H"], f["D"]], np.int64), shape))
         fused = h.make_node(FUSED, [f["x"]] + weights, [out], name=fresh(f"{node.name}_fused"),
-                            domain=DOMAIN, config=str(f["config"]))
+                            domain=FUSED_DOMAIN, config=str(f["config"]))
         reshape = h.make_node("Reshape", [out, shape], [node.output[0]],
                               name=fresh(f"{node.name}_reshape"))
         i = list(m.graph.node).index(node)
@@ -572,8 +568,8 @@ def rewrite(model, *, verify=True, seed=0):
     keep = [t for t in m.graph.initializer if t.name in G.consumers or t.name in G.outputs]
     del m.graph.initializer[:]
     m.graph.initializer.extend(keep)
-    if found and not any(o.domain == DOMAIN for o in m.opset_import):
-        m.opset_import.append(h.make_opsetid(DOMAIN, 1))
+    if found and not any(o.domain == FUSED_DOMAIN for o in m.opset_import):
+        m.opset_import.append(h.make_opsetid(FUSED_DOMAIN, 1))
     return m, len(found)
 
 
@@ -603,7 +599,7 @@ def main(argv=None):
     except (OSError, ValueError, RuntimeError) as e:
         print(f"{ap.prog}: {e}", file=sys.stderr)
         return 1
-    print(f"{a.output}: {n} block(s) rewritten to {DOMAIN}::{FUSED}")
+    print(f"{a.output}: {n} block(s) rewritten to {FUSED_DOMAIN}::{FUSED}")
     return 0
 
 
