@@ -626,6 +626,61 @@ static void test_nonfinite(void) {
         }
 }
 
+/* ---- refusals ------------------------------------------------------------------------------ */
+
+/* What the CUDA path refuses beyond the shared validation (tests/test_samel.c checks that):
+   16-byte rows (pointers, strides, dim stride 1), the norms' alignment, head_dim 64. Each
+   refusal names the field, and nothing is written. The base problem (output rows padded to
+   136 elements, so that a seq stride of 134 stays inside the buffer) runs first: each refusal
+   is caused by its one change. */
+static void test_refusals(void) {
+    dswa_samel_problem p = dswa_samel_problem_default(1, 64, 2);
+    p.out.seq = 136;
+    p.out.batch = 64 * 136;
+    scase c = case_new(&p);
+    if (!run_case("refusals' base problem", &c, 'b', 0, NULL)) {
+        case_free(&c);
+        return;
+    }
+    tu_poison(c.ho.base, c.ho.total, c.p.dtype);
+    dev_put(c.dbase, c.ho.base, (size_t)c.ho.total * esize(&c));
+    /* for dim stride 2: [seq 1280, chunk 256, head 128, dim 2] spans 81919 elements */
+    const int64_t n2 = 63 * 1280 + 4 * 256 + 128 + 63 * 2 + 1;
+    void *dx2 = dev_alloc((size_t)n2 * 4);
+    enum { NR = 7 };
+    struct { const char *what; dswa_samel_problem p; const void *x; void *out; dswa_status want; const char *field; } r[NR];
+    for (int k = 0; k < NR; k++) {
+        r[k].p = c.pd;
+        r[k].x = c.dx;
+        r[k].out = dout(&c);
+        r[k].want = DSWA_ERR_MISALIGNED;
+    }
+    r[0].what = "qkv misaligned by one element"; r[0].x = (const float *)c.dx + 1; r[0].field = "qkv = ";
+    r[1].what = "qkv.seq not a multiple of 4"; r[1].p.qkv.seq += 1; r[1].field = "qkv.seq = ";
+    r[2].what = "qkv.dim 2"; r[2].p.qkv = (dswa_samel_layout){0, 1280, 256, 128, 2}; r[2].x = dx2;
+    r[2].field = "qkv.dim = 2";
+    r[3].what = "out misaligned by one element"; r[3].out = (float *)dout(&c) + 1; r[3].field = "out = ";
+    r[4].what = "out.seq not a multiple of 4"; r[4].p.out.seq = 134; r[4].field = "out.seq = 134";
+    r[5].what = "q_norm.gamma misaligned"; r[5].p.q_norm.gamma = (const float *)((const char *)c.dw + 2);
+    r[5].field = "q_norm.gamma";
+    r[6].what = "head_dim 32"; r[6].p.head_dim = 32; r[6].p.rot_dims = 16; r[6].want = DSWA_ERR_UNSUPPORTED;
+    r[6].field = "head_dim = 32";
+    for (int k = 0; k < NR; k++) {
+        const dswa_status st = dswa_samel_forward_cuda(&r[k].p, r[k].x, r[k].out, NULL);
+        CU(cudaGetLastError());
+        CHECK(st == r[k].want, "%s: status %s, want %s (%s)", r[k].what, dswa_status_string(st),
+              dswa_status_string(r[k].want), dswa_last_error());
+        CHECK(strstr(dswa_last_error(), r[k].field) != NULL, "%s: message '%s' does not name %s",
+              r[k].what, dswa_last_error(), r[k].field);
+        printf("  refused: %-32s -> %s\n", r[k].what, dswa_last_error());
+    }
+    CU(cudaDeviceSynchronize());
+    fetch_out(&c);
+    CHECK(tu_outbuf_untouched(&c.ho), "refused calls wrote output elements");
+    dev_free(dx2);
+    case_free(&c);
+}
+
 /* ---- CUDA graph ------------------------------------------------------------------------- */
 
 /* Three calls (band bf16, scalar f32, band f16 with an offset and strides) captured back to
@@ -738,9 +793,9 @@ int main(int argc, char **argv) {
     }
     static const struct { const char *name; void (*fn)(void); } parts[] = {
         {"self-check", test_self_check}, {"cases", test_cases}, {"NaN and inf", test_nonfinite},
-        {"graph", test_graph}};
+        {"refusals", test_refusals}, {"graph", test_graph}};
     for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) {
-        if (host_mode && parts[k].fn == test_graph) continue;
+        if (host_mode && (parts[k].fn == test_graph || parts[k].fn == test_refusals)) continue;
         const double t0 = seconds();
         parts[k].fn();
         printf("(%s: %.1f s)\n", parts[k].name, seconds() - t0);
