@@ -728,7 +728,10 @@ static void test_graph(void) {
     cudaGraphExec_t exec;
     dswa_status st[CALLS];
     CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    for (int k = 0; k < CALLS; k++) st[k] = dswa_samel_forward_cuda(&c[k].pd, c[k].dx, dout(&c[k]), s);
+    for (int k = 0; k < CALLS; k++) {
+        st[k] = dswa_samel_forward_cuda(&c[k].pd, c[k].dx, dout(&c[k]), s);
+        CU(cudaGetLastError());
+    }
     CU(cudaStreamEndCapture(s, &graph));
     for (int k = 0; k < CALLS; k++)
         CHECK(st[k] == DSWA_OK, "%s: call during capture: %s", gs[k].name, dswa_last_error());
