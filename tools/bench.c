@@ -178,7 +178,7 @@ static const char bench_help_text[] =
     "  p+op_ms  the compiled PyTorch prologue (DyT + RoPE + cat) + dswa's op on its output,\n"
     "           per call, from --prologue FILE (bench/compare.py --op samel, same machine)\n"
     "  x p+op   p+op_ms / time_ms\n"
-    "Goals (GPU): %copy >= 85 %; x p+op >= 3.5 (f32), >= 4.5 (bf16); a row below one says so.\n"
+    "On the GPU the block's goals (%copy, x p+op) head the table; a row below one says so.\n"
     "\n"
     "options:\n"
     "  --op diff_swa|samel  the op (default diff_swa), or the fused SAME-L block\n"
