@@ -243,6 +243,55 @@ else
     echo "skipped: aot (this build has no AOT export: $(head -c 200 err))"
 fi
 
+# ---- aot --op samel (the fused SAME-L block's export) ----------------------------------------
+run 2 "$dswa" aot --arch sm_90 --dtype f16 --op nosuch && one_line "--op: 'nosuch' is not diff_swa or samel"
+run 2 "$dswa" aot --arch sm_90 --dtype f16 --op samel --op samel && one_line "--op given twice"
+run 2 "$dswa" aot --arch sm_90 --dtype f16 --rot-dims 16 && one_line "need --op samel"
+run 2 "$dswa" aot --arch sm_90 --dtype f16 --window 17 --shape 1,64,2 --pos-offset 3 && one_line "need --op samel"
+run 2 "$dswa" aot --arch sm_90 --dtype f16 --op samel --pos-offset 3 && one_line "need --shape"
+run 2 "$dswa" aot --arch sm_90 --dtype f16 --op samel --window 17 --shape 1,64,2 --shared-v &&
+    one_line "--shared-v: the fused block's V"
+run 2 "$dswa" aot --arch sm_90 --dtype f16 --op samel --rot-dims x && one_line "--rot-dims: 'x' is not an integer"
+run 2 "$dswa" aot --arch sm_90 --dtype f16 --op samel --window 17 --shape 1,64,2 --q-alpha nan &&
+    one_line "--q-alpha nan: must be a number"
+if "$dswa" aot --arch sm_90 --dtype f16 --op samel >/dev/null 2>err; then
+    # the library's refusals of the fused block's values: bad usage, naming the field
+    run 2 "$dswa" aot --arch sm_90 --dtype f16 --op samel --rot-dims 7 && one_line "rot_dims = 7"
+    run 2 "$dswa" aot --arch sm_90 --dtype f16 --op samel --window 17 --shape 1,64,2 --rope-base 0 &&
+        one_line "rope_base = 0"
+    run 2 "$dswa" aot --arch sm_90 --dtype f16 --op samel --window 17 --shape 1,64,2 --pos-offset 2147483647 &&
+        one_line "pos_offset = 2147483647"
+    # which kernel: band for SAME-L's window and rot_dims, scalar for any window or other rot_dims
+    run 0 "$dswa" aot --arch sm_90 --dtype f16 --op samel --window 17 --meta - -o /dev/null &&
+        grep -q '^  "op": "samel",$' out && grep -q '"kernel": "dswa_samel_f16"' out &&
+        grep -q '"family": "band"' out && grep -q '"rot_dims": 32,' out && grep -q '"num_extras": 17,' out ||
+        fail "aot --op samel --window 17: $(head -c 400 out)"
+    run 0 "$dswa" aot --arch sm_90 --dtype f16 --op samel --meta - -o /dev/null &&
+        grep -q '"kernel": "dswa_samel_scalar_f16"' out && grep -q '"window_left": null' out ||
+        fail "aot --op samel without windows: $(head -c 400 out)"
+    run 0 "$dswa" aot --arch sm_90 --dtype f16 --op samel --window 17 --rot-dims 8 --meta - -o /dev/null &&
+        grep -q '"kernel": "dswa_samel_scalar_f16"' out && grep -q '"rot_dims": 8,' out ||
+        fail "aot --op samel --rot-dims 8: $(head -c 400 out)"
+    run 0 "$dswa" aot --arch sm_90 --dtype f16 --window 17 --meta - -o /dev/null &&
+        grep -q '^  "op": "diff_swa",$' out && ! grep -q '"rot_dims"' out || fail "aot (the op): $(head -c 200 out)"
+    # --shape: the values and the grid; the PTX is the same to stdout and to -o
+    run 0 "$dswa" aot --arch sm_90 --dtype bf16 --op samel --window 17 && cp out samel.ptx &&
+        grep -q '^\.visible \.entry dswa_samel_bf16(' samel.ptx || fail "aot --op samel to stdout"
+    run 0 "$dswa" aot --arch sm_90 --dtype bf16 --op samel --window 17 --shape 2,100,3 --pos-offset 7 \
+        --q-alpha 0.5 -o s.ptx --meta s.json && cmp -s s.ptx samel.ptx &&
+        grep -q '"name": "pos_offset", "kind": "int32", "expr": "POS", "value": 7,' s.json &&
+        grep -q '"name": "q_alpha_bits", "kind": "int32", "expr": "float_bits(q_alpha)", "value": 1056964608,' s.json &&
+        grep -q '"name": "x_sn", "kind": "int32", "expr": "5 \* H \* D", "value": 960,' s.json &&
+        grep -q '"grid_values": \[2, 3, 2\]' s.json || fail "aot --op samel --shape: $(grep -E 'pos_offset|alpha|x_sn|grid' s.json)"
+    # all or nothing, and a full disk
+    run 1 "$dswa" aot --arch sm_90 --dtype f16 --op samel -o x2.ptx --meta nodir/x.json && one_line "no output written"
+    absent x2.ptx; no_temps
+    full "$dswa" aot --arch sm_90 --dtype f16 --op samel
+else
+    echo "skipped: aot --op samel (this build has no AOT export: $(head -c 200 err))"
+fi
+# ---- end of aot --op samel --------------------------------------------------------------------
+
 # ---- ptx-fit --------------------------------------------------------------------------------
 tri=$fixtures/triton_mma_sm90a.ptx
 run 0 "$dswa" ptx-fit "$tri" --keep 5 -o fit.ptx && grep -q '^\.target sm_90$' fit.ptx &&

@@ -292,7 +292,7 @@ int cmd_aot(int argc, char **argv) {
     int32_t wl = -1, wr = -1; /* -1: no windows (the wide kernel, WL and WR in the formulas) */
     if (cli_parse_windows(cmd, win, wl_s, wr_s, &wl, &wr)) return 2;
     if (op_s && strcmp(op_s, "diff_swa") && strcmp(op_s, "samel"))
-        return cli_usage_error(cmd, "--op %s: must be diff_swa (the op) or samel (the fused SAME-L block)", op_s);
+        return cli_usage_error(cmd, "--op: '%s' is not diff_swa or samel", op_s); /* (bench's words) */
     const int samel = op_s && !strcmp(op_s, "samel");
     if (!samel && (rot_s || pos_s || base_s || qa_s || ka_s))
         return cli_usage_error(cmd, "--rot-dims, --pos-offset, --rope-base, --q-alpha and --k-alpha describe the "
