@@ -64,6 +64,7 @@ This module imports without TensorRT; register() and register_samel() then raise
 """
 import ctypes
 import functools
+import numbers
 import os
 import struct
 import sys
@@ -106,18 +107,18 @@ def _short(x):
 
 
 def _check_int(name, x):
-    if isinstance(x, bool) or not isinstance(x, int):
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
         raise ValueError(f"dswa.trt: {name} = {x!r}: must be an int")
     if not -2 ** 31 <= x < 2 ** 31:
         raise ValueError(f"dswa.trt: {name} = {x}: must fit in int32")
-    return x
+    return int(x)
 
 
 def _check_number(name, x, none_ok=False):
     """x as the fp32 value it will be (None stays None where none_ok)."""
     if x is None and none_ok:
         return None
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
         raise ValueError(f"dswa.trt: {name} = {x!r}: must be a number")
     return _f32(float(x))
 
@@ -594,8 +595,7 @@ def samel_op(x, q_gamma, q_beta, k_gamma, k_beta, config=None, plugin_id=SAMEL_P
     """trtp.op.<ns>.<name>(x, q_gamma, q_beta, k_gamma, k_beta, config=...): for
     network.add_plugin. config: a SamelConfig, its string, or None (SAME-L's defaults)."""
     import tensorrt.plugin as trtp
-    text = str(samel_config() if config is None else
-               samel_parse(config) if isinstance(config, str) else config)
+    text = str(samel_parse(str(samel_config() if config is None else config)))   # checked
     ns, name = plugin_id.split("::")
     return getattr(getattr(trtp.op, ns), name)(x, q_gamma, q_beta, k_gamma, k_beta, config=text)
 
@@ -635,10 +635,11 @@ def register_samel(plugin_id=SAMEL_PLUGIN_ID, *, arch=None, impl="aot"):
         return DTYPES[names[0]]
 
     def check_shapes(*ts):
-        for n, t, want in zip(SAMEL_INPUTS, ts, ("3, (B, N, 5 * H * D)",) + ("1, (D,)",) * 4):
-            if len(t.shape_expr) != int(want[0]):
+        for n, t, (rank, dims) in zip(SAMEL_INPUTS, ts, [(3, "(B, N, 5 * H * D)")] +
+                                      [(1, "(D,)")] * 4):
+            if len(t.shape_expr) != rank:
                 raise ValueError(f"dswa.trt: {plugin_id}: {n} has rank {len(t.shape_expr)}: "
-                                 f"must be {want}")
+                                 f"must be {rank}, {dims}")
         if ts[0].shape_expr[0].is_fake:
             return None
         D = _fixed(ts[1].shape_expr[0])
