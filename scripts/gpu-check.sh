@@ -117,13 +117,13 @@ fi
 
 if [ "$part" = all ] || [ "$part" = compare ]; then
     step "comparators (bench/compare.py)"
-    # the budgets keep the whole part within one device call (typical: 60 s, 150 s, 30 s)
-    timeout 260 python3 bench/compare.py --budget "${COMPARE_BUDGET:-200}" --json "$out/compare.json" || rc=1
+    # the budgets keep the whole part within one device call (typical: 60 s, 100-200 s, 30 s)
+    timeout 210 python3 bench/compare.py --budget "${COMPARE_BUDGET:-150}" --json "$out/compare.json" || rc=1
     python3 bench/plot.py "$out/compare.json" "$out/perf.png" || true
     python3 bench/compare.py --table "$out/compare.json" || true
     step "the fused block's comparator: compiled prologue + op (bench/compare.py --op samel)"
     t=$(date +%s)
-    timeout 210 python3 bench/compare.py --op samel --budget "${SAMEL_COMPARE_BUDGET:-150}" --json "$out/samel-compare.json"
+    timeout 260 python3 bench/compare.py --op samel --budget "${SAMEL_COMPARE_BUDGET:-200}" --json "$out/samel-compare.json"
     r=$?
     case $r in
         0) note "samel comparator: ok in $(secs "$t") s" ;;
