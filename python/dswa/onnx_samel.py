@@ -29,7 +29,8 @@ Verification (on by default): the matched subgraph, cut out as it stands (the ol
 the library's CPU backend), and the fused node (dswa_samel_forward_cpu) run on the same random
 X (B and N from the graph's fixed dims, else B = 2, N = 50); the rewrite is refused when they
 differ beyond rounding. So a block that computes something else (another chunk order,
-interleaved RoPE, another norm) is refused, not rewritten. float32 and float16 graphs.
+interleaved RoPE, another norm) is refused, not rewritten. float32, float16 and bfloat16
+graphs (bfloat16 is checked widened to float32: numpy does not compute in it).
 
 `reference_ops()` gives onnx.reference implementations of both custom nodes (over the
 library's CPU backend), for running either graph with onnx.reference.ReferenceEvaluator.
@@ -438,19 +439,20 @@ def _match(G, node, verify, rng):
         a = {at.name: G.onnx.helper.get_attribute_value(at) for at in sn.attribute}
         feeds[t] = np.array(dims[a.get("start", 0):a.get("end", len(dims))], np.int64)
     et = xs[1]
-    npdt = {G.onnx.TensorProto.FLOAT: np.float32, G.onnx.TensorProto.FLOAT16: np.float16}.get(et)
+    TP = G.onnx.TensorProto
+    # bfloat16 (which numpy cannot compute in) is checked as float32: every bfloat16 tensor of
+    # the cut-out subgraph widened, so the check is of what it computes, not of its rounding.
+    widen = et == TP.BFLOAT16
+    npdt = {TP.FLOAT: np.float32, TP.FLOAT16: np.float16, TP.BFLOAT16: np.float32}.get(et)
     if npdt is None:
-        if verify:
-            _fail(node, f"the packed projection is of ONNX element type {et}: the check runs "
-                        "float32 and float16 graphs only (rewrite with verify=False / "
-                        "--no-verify to skip it)")
-        npdt = np.float32
+        _fail(node, f"the packed projection {x} is of ONNX element type "
+                    f"{TP.DataType.Name(et)}: float32, float16 or bfloat16 is expected")
     X = rng.standard_normal((B, N, C)).astype(npdt)
     feeds[x] = X
     outs = [node.output[0]] + sorted(set(trig) - set(G.inits))
     run_nodes = nodes + [node] if verify or (set(trig) - set(G.inits)) else []
-    got = _run(G, run_nodes, feeds, outs) if run_nodes else {}
-    tables = [G.const(t) if t in G.inits else got[t] for t in trig]
+    got = _run(G, run_nodes, feeds, outs, widen) if run_nodes else {}
+    tables = [np.asarray(G.const(t), np.float32) if t in G.inits else got[t] for t in trig]
     try:
         if not tables:
             rot, base, pos = 0, 10000.0, 0
@@ -488,17 +490,45 @@ def _match(G, node, verify, rng):
     return found
 
 
-def _run(G, nodes, feeds, outs):
+def _widen(onnx, n):
+    """Node n with its bfloat16 types and constants made float32 (a copy when it changes)."""
+    BF16, F32 = onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT
+    attrs = [a for a in n.attribute if (a.type == onnx.AttributeProto.INT and a.name == "to"
+                                        and a.i == BF16) or
+             (a.type == onnx.AttributeProto.TENSOR and a.t.data_type == BF16)]
+    if not attrs:
+        return n
+    c = onnx.NodeProto()
+    c.CopyFrom(n)
+    for a in c.attribute:
+        if a.type == onnx.AttributeProto.INT and a.name == "to" and a.i == BF16:
+            a.i = F32
+        elif a.type == onnx.AttributeProto.TENSOR and a.t.data_type == BF16:
+            a.t.CopyFrom(_widen_tensor(onnx, a.t))
+    return c
+
+
+def _widen_tensor(onnx, t):
+    if t.data_type != onnx.TensorProto.BFLOAT16:
+        return t
+    return onnx.numpy_helper.from_array(np.asarray(onnx.numpy_helper.to_array(t), np.float32),
+                                        t.name)
+
+
+def _run(G, nodes, feeds, outs, widen=False):
     onnx = G.onnx
     from onnx.reference import ReferenceEvaluator
     used = {i for n in nodes for i in n.input}
     h = onnx.helper
     ins = [h.make_tensor_value_info(k, h.np_dtype_to_tensor_dtype(v.dtype), v.shape)
            for k, v in feeds.items()]
+    inits = [t for n, t in G.inits.items() if n in used and n not in feeds]
+    if widen:
+        nodes = [_widen(onnx, n) for n in nodes]
+        inits = [_widen_tensor(onnx, t) for t in inits]
     graph = h.make_graph(list(nodes), "samel_block", ins,
                          [h.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None)
-                          for o in outs],
-                         [t for n, t in G.inits.items() if n in used and n not in feeds])
+                          for o in outs], inits)
     m = h.make_model(graph, opset_imports=list(G.model.opset_import))
     m.ir_version = G.model.ir_version
     ev = ReferenceEvaluator(m, new_ops=reference_ops())
@@ -581,7 +611,8 @@ def main(argv=None):
     ap.add_argument("input")
     ap.add_argument("output")
     ap.add_argument("--no-verify", action="store_true",
-                    help="skip running each matched subgraph against the fused node")
+                    help="skip running each matched subgraph against the fused node (then "
+                         "only the structure is matched)")
     a = ap.parse_args(argv)
     onnx = _onnx()
     try:

@@ -10,7 +10,7 @@ import sys
 import tempfile
 
 from _util import np, raises, skip, torch
-from samel_ref import samel_reference
+from samel_ref import round_to, samel_reference
 
 try:
     import onnx
@@ -38,15 +38,19 @@ class Block:
     computed from the input's shape) or fixed (angles an initializer); order: which chunk each
     of q, k, v, q_diff, k_diff reads (SAME-L: 0..4); norm: "dyt", "none" or "split" (q_diff
     with another gamma); rope: "half" or "interleaved"; pos_input: the angles' first position
-    is a graph input."""
+    is a graph input; dtype: the model's ("float32", "float16", "bfloat16": RoPE in float32
+    between two Casts, as upstream's)."""
 
     def __init__(self, B=2, N=40, H=2, D=64, *, split="Split", layout="bnhd", dynamic=True,
                  rot=32, pos_offset=0, order=(0, 1, 2, 3, 4), dup_v=False, norm="dyt",
-                 rope="half", pos_input=False, seed=0):
+                 rope="half", pos_input=False, seed=0, dtype="float32"):
         rng = np.random.default_rng(seed)
         dim = H * D
         self.B, self.N, self.H, self.D, self.rot, self.pos_offset = B, N, H, D, rot, pos_offset
-        f32 = lambda a: np.asarray(a, np.float32)  # noqa: E731
+        self.dtype = dtype
+        ET = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16,
+              "bfloat16": TensorProto.BFLOAT16}[dtype]
+        f32 = lambda a: round_to(np.asarray(a, np.float64), dtype).astype(np.float32)  # noqa: E731
         self.w = f32(rng.standard_normal((dim, 5 * dim)) / dim ** 0.5)
         self.wo = f32(rng.standard_normal((dim, dim)) / dim ** 0.5)
         self.qn = (f32([0.3 + rng.random()]), f32(1 + 0.3 * rng.standard_normal(D)),
@@ -65,18 +69,25 @@ class Block:
             inits.append(numpy_helper.from_array(np.asarray(a), n))
             return n
 
+        def wconst(s, a):        # a weight, in the model's dtype
+            n = name(s)
+            a = np.asarray(a, np.float32)
+            inits.append(helper.make_tensor(n, ET, a.shape, a.ravel().tolist()) if
+                         dtype == "bfloat16" else numpy_helper.from_array(a.astype(dtype), n))
+            return n
+
         def node(op, ins, n_out=1, domain="", **attrs):
             outs = [name(op.lower()) for _ in range(n_out)]
             nodes.append(helper.make_node(op, ins, outs, name=name(op), domain=domain, **attrs))
             return outs[0] if n_out == 1 else outs
 
-        W, WO = const("to_qkv.weight", self.w), const("to_out.weight", self.wo)
+        W, WO = wconst("to_qkv.weight", self.w), wconst("to_out.weight", self.wo)
         norms = {}
         for side, (a, g, b) in (("q_norm", self.qn), ("k_norm", self.kn)):
-            norms[side] = (const(f"{side}.alpha", a), const(f"{side}.gamma", g),
-                           const(f"{side}.beta", b))
+            norms[side] = (wconst(f"{side}.alpha", a), wconst(f"{side}.gamma", g),
+                           wconst(f"{side}.beta", b))
         if norm == "split":
-            norms["q_norm_diff"] = (norms["q_norm"][0], const("q_norm2.gamma", self.qn[1] * 1.5),
+            norms["q_norm_diff"] = (norms["q_norm"][0], wconst("q_norm2.gamma", self.qn[1] * 1.5),
                                     norms["q_norm"][2])
         qkv = node("MatMul", ["x", W])
         if split == "Split":
@@ -128,6 +139,8 @@ class Block:
             return node("Add", [node("Mul", [g, node("Tanh", [node("Mul", [a, t])])]), b])
 
         def rotary(t):
+            if dtype != "float32":
+                t = node("Cast", [t], to=TensorProto.FLOAT)
             r, rest = sl(t, 0, rot), sl(t, rot, D)
             if rope == "half":
                 rh = node("Concat", [node("Neg", [sl(r, c2, rot)]), sl(r, 0, c2)], axis=-1)
@@ -142,6 +155,8 @@ class Block:
                                     const("st", np.array([2], np.int64))])
                 rh = node("Concat", [node("Neg", [od]), ev], axis=-1)
             y = node("Add", [node("Mul", [r, cos]), node("Mul", [rh, sin])])
+            if dtype != "float32":
+                y, rest = (node("Cast", [z], to=ET) for z in (y, rest))
             return node("Concat", [y, rest], axis=-1)
 
         hd = 2 if layout == "bnhd" else 1
@@ -156,12 +171,11 @@ class Block:
         o = node("Reshape", [o, const("shape", np.array([0, 0, dim], np.int64))])
         nodes.append(helper.make_node("MatMul", [o, WO], ["y"], name="to_out"))
         bn = ["B", "N"] if dynamic else [B, N]
-        ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, bn + [dim])]
+        ins = [helper.make_tensor_value_info("x", ET, bn + [dim])]
         if pos_input:
             ins.append(helper.make_tensor_value_info("pos", TensorProto.FLOAT, []))
         graph = helper.make_graph(nodes, "samel_block", ins,
-                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT,
-                                                                 bn + [dim])], inits)
+                                  [helper.make_tensor_value_info("y", ET, bn + [dim])], inits)
         self.model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                              helper.make_opsetid("samel", 1)])
         self.model.ir_version = 8
@@ -169,10 +183,10 @@ class Block:
 
     def reference(self, x):
         """float64 y for x."""
-        qkv = x.astype(np.float64) @ self.w
+        qkv = round_to(x.astype(np.float64) @ self.w, self.dtype)
         core = samel_reference(qkv, self.qn, self.kn, self.H, rot_dims=self.rot,
-                               pos_offset=self.pos_offset)
-        return core @ self.wo.astype(np.float64)
+                               pos_offset=self.pos_offset, dtype=self.dtype)
+        return round_to(core, self.dtype) @ self.wo.astype(np.float64)
 
 
 def run(model, x, **feeds):
@@ -200,13 +214,17 @@ def check_rewrite(block, shapes, tol=2e-5):
     for op in ("Tanh", "Cos", "Sin", "Split", "Neg", "Transpose"):
         assert ("", op) not in got, f"{op} left in the rewritten graph: {got}"
     fused = [nd for nd in new.graph.node if nd.op_type == "samel_attention"][0]
-    assert list(fused.input[1:]) == ["q_norm.gamma_4", "q_norm.beta_5", "k_norm.gamma_7",
-                                     "k_norm.beta_8"], list(fused.input)
+    if block.dtype == "float32":           # the model's own float32 (D,) weights are used
+        assert list(fused.input[1:]) == ["q_norm.gamma_4", "q_norm.beta_5", "k_norm.gamma_7",
+                                         "k_norm.beta_8"], list(fused.input)
+    weights = {t.name: numpy_helper.to_array(t) for t in new.graph.initializer}
+    for name, want in zip(fused.input[1:], (block.qn[1], block.qn[2], block.kn[1], block.kn[2])):
+        assert weights[name].dtype == np.float32 and np.array_equal(weights[name], want), name
     cfg = helper.get_attribute_value(fused.attribute[0]).decode()
     assert f"rot_dims={block.rot};base=10000;pos_offset={block.pos_offset}" in cfg, cfg
     rng = np.random.default_rng(1)
     for B, N in shapes:
-        x = rng.standard_normal((B, N, block.H * block.D)).astype(np.float32)
+        x = rng.standard_normal((B, N, block.H * block.D)).astype(block.dtype)
         y0 = run(block.model, x)
         y1 = run(new, x)
         ref = block.reference(x)
@@ -228,6 +246,26 @@ def test_rewrite_styles():
         blk = Block(seed=i, **kw)
         shapes = [(2, 70), (1, 9), (3, 40)] if kw.get("dynamic", True) else [(2, 40)]
         check_rewrite(blk, shapes)
+
+
+def test_rewrite_16bit():
+    """A float16 model (run before and after in the reference evaluator) and a bfloat16 one
+    (numpy cannot run it: the rewrite's check runs it widened to float32; a wrong chunk order
+    is still refused)."""
+    need_onnx()
+    check_rewrite(Block(dtype="float16"), [(2, 70), (1, 9)], tol=3e-3)
+    check_rewrite(Block(dtype="float16", dynamic=False, layout="bhnd", pos_offset=3), [(2, 40)],
+                  tol=3e-3)
+    blk = Block(dtype="bfloat16", layout="bhnd", dup_v=True, pos_offset=2)
+    new, n = onnx_samel.rewrite(blk.model)
+    fused = [nd for nd in new.graph.node if nd.op_type == "samel_attention"]
+    assert n == 1 and len(fused) == 1 and ("", "Tanh") not in ops(new)
+    from dswa import trt
+    c = trt.samel_parse(helper.get_attribute_value(fused[0].attribute[0]).decode())
+    assert (c.rot_dims, c.base, c.pos_offset, c.q_alpha, c.k_alpha) == \
+        (32, 10000.0, 2, float(blk.qn[0][0]), float(blk.kn[0][0])), c
+    raises(onnx_samel.RewriteError, "does not compute the fused SAME-L block", onnx_samel.rewrite,
+           Block(dtype="bfloat16", order=(0, 4, 2, 3, 1)).model)
 
 
 def test_refusals():
