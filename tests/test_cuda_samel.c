@@ -47,7 +47,7 @@ static tu_rng rng;
    The largest relative Frobenius error of any (batch, 64-row tile) block of the output, all
    heads and dims (a per-block maximum, so that an error confined to one tile, batch or head
    is not diluted by the rest of the output). Per dtype and math, from tests/test_cuda.c's for
-   the op (whose H200 runs show about 9e-4 for TF32, 3e-4 f16, 2.3e-3 bf16, 1e-6 fp32) plus
+   the op (whose H200 runs show about 9e-4 for TF32, 3e-4 f16, 2.3e-3 bf16, 1.6e-6 fp32) plus
    what the prologue adds on the GPU:
    - f32, TF32 math (the default): TF32 rounds q, k, P and v to 2^-11 relative; the
      special-function tanh adds up to 2^-11 relative on q and k (the size of one TF32
