@@ -187,7 +187,7 @@ typedef struct aot_param_def {
     const char *name;
     dswa_aot_param_kind kind;
     const char *meaning, *expr, *expr_shared_v;
-    int karg_offset; /* extras: the value's offset in the op's kargs struct; pointers: -1 */
+    int karg_offset; /* extras: the value's offset in the kernel's kargs struct; pointers: -1 */
 } aot_param_def;
 
 typedef struct aot_op {
@@ -205,18 +205,20 @@ typedef struct aot_op {
 #define AOT_OPS(X)                                                         \
     X(diff_swa, DSWA_KERNEL_ARGS, dswa_kargs, DSWA_KERNEL_ARG_COUNT)       \
     X(samel, DSWA_SAMEL_KERNEL_ARGS, dswa_samel_kargs, DSWA_SAMEL_KERNEL_ARG_COUNT)
-#define AOT_PARAMS_(op, ARGS, kargs, count)                                                   \
-    static const aot_param_def op##_params[count] = {ARGS(AOT_INPUT_, AOT_EXTRA_, AOT_OUTPUT_, kargs)}; \
-    _Static_assert(count <= DSWA_AOT_MAX_PARAMS, "dswa_aot_info holds every argument of " #op);     \
+#define AOT_ONE_(kargs, name, expr, expr_shared_v, meaning) +1
+#define AOT_PARAMS_(op, ARGS, kargs, count)                                                               \
+    static const aot_param_def op##_params[count] = {ARGS(AOT_INPUT_, AOT_EXTRA_, AOT_OUTPUT_, kargs)};     \
+    _Static_assert((0 ARGS(AOT_ONE_, AOT_ONE_, AOT_ONE_, ~)) == count, "the argument count of " #op);   \
+    _Static_assert(count <= DSWA_AOT_MAX_PARAMS, "dswa_aot_info holds every argument of " #op);         \
     static const aot_op op##_op = {#op, op##_params, count};
 AOT_OPS(AOT_PARAMS_)
 #define AOT_OP_ROW_(op, ARGS, kargs, count) &op##_op,
 static const aot_op *const aot_ops[] = {AOT_OPS(AOT_OP_ROW_)};
 
-/* The op an info was exported for (info->op points to its name); NULL for another info. */
+/* The op an info was exported for (by info->op); NULL for another info. */
 static const aot_op *op_of(const dswa_aot_info *info) {
     for (size_t i = 0; i < sizeof aot_ops / sizeof aot_ops[0]; i++)
-        if (info->op == aot_ops[i]->name) return aot_ops[i];
+        if (info->op && !strcmp(info->op, aot_ops[i]->name)) return aot_ops[i];
     return NULL;
 }
 
@@ -424,8 +426,8 @@ static dswa_status check_windows(int32_t wl, int32_t wr) {
 
 /* Stand-in device addresses for validating a problem whose pointers TensorRT gives at run time
    (never dereferenced): 256-byte aligned as TensorRT's are. Each call hands out the next one,
-   past `bytes` of the previous (< 0: unknown, validation refuses the problem), so that no two
-   overlap. */
+   past the `elems` elements of the previous, so that no two overlap (elems < 0, a span that
+   does not fit: validation refuses the problem anyway). */
 typedef struct standin { uintptr_t next; } standin;
 static const void *standin_take(standin *st, int64_t elems, size_t elem_size) {
     const uintptr_t at = st->next;
