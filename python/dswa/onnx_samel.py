@@ -382,6 +382,18 @@ def _angles(table, n):
             base = float(round(base))
     else:
         base = 10000.0
+    # The fused block computes the angles in float32 (dswa.h): fp32(pos * fp32(base^(-2f/rot))).
+    # A table in a lower precision (a bfloat16 inv_freq) drifts from that by a growing amount
+    # at later positions, beyond what a check at n positions would show: refused here.
+    inv32 = (float(base) ** (-2.0 * np.arange(c) / rot)).astype(np.float32)
+    want = (np.float32(pos0) + np.arange(n, dtype=np.float32))[:, None] * inv32[None, :]
+    want = np.concatenate([want, want], 1).astype(np.float64)
+    err = np.abs(t - want) / (np.abs(want) + 1.0)
+    if not err.max() <= 1e-6:
+        raise ValueError(f"the RoPE angles differ from float32 positions {pos0} + i times "
+                         f"base^(-2f / {rot}) with base {base:g} by up to {err.max():.2g} "
+                         "(relative): the fused block computes them in float32 (was inv_freq "
+                         "rounded to a 16-bit type?)")
     return rot, base, pos0
 
 

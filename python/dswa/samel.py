@@ -19,7 +19,10 @@ capture it uses the values last read: after changing alpha, run the module once 
 call refresh() before compiling or capturing again (capturing with an alpha changed since
 raises). Norm weights that are not float32 contiguous vectors on the module's device (a
 bfloat16 model's) are copied to float32 buffers at the same moments (not in the state_dict).
-Forward only (no autograd).
+RoPE's angles are computed in float32 from base and the positions, as upstream computes them
+from a float32 inv_freq: a model cast whole to 16 bits (module.to(torch.bfloat16), inv_freq
+buffer included) rotates by other angles, further off at later positions. Forward only (no
+autograd).
 """
 import ctypes
 

@@ -412,3 +412,39 @@ def test_torch_export():
                     y0, y1 = run(model, xs.numpy()), run(new, xs.numpy())
                     errs = rel(y0, ref), rel(y1, ref), rel(y1, y0), rel(want, ref)
                     assert max(errs) < 2e-5, (layout, dup, dynamic, errs)
+
+
+def test_torch_export_16bit():
+    """torch.onnx exports of the module in float16 and bfloat16. With its RoPE inv_freq buffer
+    converted too (module.to(dtype)) the angles are not the float32 ones the fused block
+    computes: refused, naming the angles. With inv_freq kept in float32: rewritten, and the
+    float16 graph runs as before."""
+    need_onnx()
+    if torch is None:
+        skip("skipped: torch not installed (the onnx.helper graphs cover the rewrite)")
+    import io
+    import warnings
+
+    from samel_ref import Attention, RotaryEmbedding, randomize
+    x32 = torch.randn(2, 40, 128)
+    for dt in (torch.float16, torch.bfloat16):
+        for keep in (False, True):
+            mod = randomize(Attention(128, core="plugin"), seed=4).to(dt).eval()
+            if keep:                        # a fresh float32 one (not the rounded one)
+                mod.rotary.inv_freq = RotaryEmbedding(32).inv_freq
+            f = io.BytesIO()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.onnx.export(mod, (x32.to(dt),), f, dynamo=False, input_names=["x"],
+                                  output_names=["y"], opset_version=17,
+                                  dynamic_axes={"x": {0: "B", 1: "N"}})
+            model = onnx.load_from_string(f.getvalue())
+            if not keep:
+                raises(onnx_samel.RewriteError, "was inv_freq rounded to a 16-bit type?",
+                       onnx_samel.rewrite, model)
+                continue
+            new, n = onnx_samel.rewrite(model)
+            assert n == 1 and ("", "Tanh") not in ops(new)
+            if dt == torch.float16:
+                x = x32.half().numpy()
+                assert rel(run(new, x), run(model, x)) < 3e-3
