@@ -174,8 +174,12 @@ def test_torch_cpu_compile_opcheck():
 
 # ---- the drop-in --------------------------------------------------------------------------------
 def upstream(dim=128, seed=0, device="cpu", dtype=torch.float32 if torch else None):
-    from samel_ref import Attention, randomize
-    return randomize(Attention(dim), seed).to(device=device, dtype=dtype).eval()
+    """The upstream-shaped module in dtype, its RoPE inv_freq kept in float32 (as upstream's
+    angles are float32; .to(dtype) would round it)."""
+    from samel_ref import Attention, RotaryEmbedding, randomize
+    m = randomize(Attention(dim), seed).to(device=device, dtype=dtype).eval()
+    m.rotary.inv_freq = RotaryEmbedding(64 // 2).inv_freq.to(device)
+    return m
 
 
 def block_reference(m, x, dtype="float32", **kw):
@@ -196,6 +200,7 @@ def test_dropin_cpu():
     version), refresh(); what it refuses; swap_attention inside a model; torch.compile."""
     need_torch()
     import dswa.samel
+    torch.manual_seed(0)
     ref = upstream()
     fused = dswa.samel.swap_attention(upstream(seed=5))
     assert isinstance(fused, dswa.samel.SamelAttention)
@@ -244,6 +249,7 @@ def test_dropin_cpu_dtypes():
     state_dict); against the upstream module in that dtype and the reference."""
     need_torch()
     import dswa.samel
+    torch.manual_seed(0)
     for dtype in ("float16", "bfloat16"):
         dt = getattr(torch, dtype)
         ref = upstream(dtype=dt)
@@ -255,8 +261,10 @@ def test_dropin_cpu_dtypes():
             y, want = fused(x), ref(x)
         r = block_reference(ref, x, dtype)
         assert y.dtype == dt
-        assert rel_err(y, r) < 2 * TOL_CPU[dtype], rel_err(y, r)
-        assert rel_err(want, r) < 4 * TOL_CPU[dtype], rel_err(want, r)
+        # the fused block rounds as the reference models; the upstream module in eager 16-bit
+        # rounds after every op of DyT and RoPE (about 4x the fused block's error)
+        assert rel_err(y, r) < {"float16": 1e-3, "bfloat16": 8e-3}[dtype], rel_err(y, r)
+        assert rel_err(want, r) < {"float16": 4e-3, "bfloat16": 3e-2}[dtype], rel_err(want, r)
 
 
 # ---- CUDA ----------------------------------------------------------------------------------------
