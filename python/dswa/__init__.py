@@ -18,14 +18,15 @@ from . import _core, _lib
 from ._lib import LibraryNotFound, library_path
 
 __version__ = "0.1.0"
-__all__ = ["diff_swa", "samel_attention", "prepare", "cuda_available", "library_path", "LibraryNotFound"]
+__all__ = ["diff_swa", "samel_attention", "prepare", "cuda_available", "library_path",
+           "LibraryNotFound"]
 
 try:                                     # torch is optional: numpy works without it
     import torch as _torch_module
 except Exception:                        # not installed, or broken
     _torch_module = None
 _HAVE_OP = _torch_module is not None and hasattr(_torch_module.library, "custom_op")
-if _HAVE_OP:                             # registers dswa::diff_swa(_out), dswa::samel_attention(_out)
+if _HAVE_OP:                  # registers dswa::diff_swa(_out) and dswa::samel_attention(_out)
     from . import _torch  # noqa: F401
 
 

@@ -132,8 +132,9 @@ class _Graph:
             val = self.onnx.numpy_helper.to_array(self.inits[name])
         elif name in self.producer and depth < 32:
             n = self.producer[name]
-            if n.op_type not in ("Shape", "Size", "RandomNormal", "RandomUniform",
-                                 "RandomNormalLike", "RandomUniformLike") and n.domain in ("", "ai.onnx"):
+            if n.domain in ("", "ai.onnx") and n.op_type not in (
+                    "Shape", "Size", "RandomNormal", "RandomUniform", "RandomNormalLike",
+                    "RandomUniformLike"):
                 ins = [self.const(i, depth + 1) if i else None for i in n.input]
                 if all(v is not None for i, v in zip(n.input, ins) if i):
                     from onnx.reference import ReferenceEvaluator
@@ -576,7 +577,8 @@ def rewrite(model, *, verify=True, seed=0):
         for (_, w, b, gname, bname), side in ((f["q"], "q"), (f["k"], "k")):
             for val, src, what in ((w, gname, "gamma"), (b, bname, "beta")):
                 t = G.inits.get(src)
-                if t is not None and t.data_type == onnx.TensorProto.FLOAT and list(t.dims) == [val.size]:
+                if t is not None and t.data_type == onnx.TensorProto.FLOAT and \
+                        list(t.dims) == [val.size]:
                     weights.append(src)
                 else:
                     nm = fresh(f"{src}_samel_{side}_{what}")
@@ -596,7 +598,9 @@ def rewrite(model, *, verify=True, seed=0):
         m.graph.node.insert(i, fused)
         for n in f["nodes"] + list(f["cuts"].values()):
             candidates[id(n)] = n
-    # Nodes the rewrite left without a consumer, and then their initializers.
+    # Nodes the rewrite left without a consumer, and then the initializers only they read
+    # (any other initializer, used or not, stays as it was).
+    freed = {i for node, _ in found for i in node.input}
     while True:
         G.refresh()
         dead = [n for n in candidates.values()
@@ -604,10 +608,13 @@ def rewrite(model, *, verify=True, seed=0):
         if not dead:
             break
         for n in dead:
+            freed.update(n.input)
             m.graph.node.remove(n)
             del candidates[id(n)]
     G.refresh()
-    keep = [t for t in m.graph.initializer if t.name in G.consumers or t.name in G.outputs]
+    listed = {i.name for i in m.graph.input}
+    keep = [t for t in m.graph.initializer if t.name not in freed or t.name in listed or
+            t.name in G.consumers or t.name in G.outputs]
     del m.graph.initializer[:]
     m.graph.initializer.extend(keep)
     if found and not any(o.domain == FUSED_DOMAIN for o in m.opset_import):

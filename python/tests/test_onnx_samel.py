@@ -213,6 +213,8 @@ def check_rewrite(block, shapes, tol=2e-5):
     assert ("samel", "samel_attention") in got and ("samel", "diff_attn_swa") not in got, got
     for op in ("Tanh", "Cos", "Sin", "Split", "Neg", "Transpose"):
         assert ("", op) not in got, f"{op} left in the rewritten graph: {got}"
+    used = {i for nd in new.graph.node for i in nd.input}
+    assert [t.name for t in new.graph.initializer if t.name not in used] == []   # alphas gone
     fused = [nd for nd in new.graph.node if nd.op_type == "samel_attention"][0]
     if block.dtype == "float32":           # the model's own float32 (D,) weights are used
         assert list(fused.input[1:]) == ["q_norm.gamma_4", "q_norm.beta_5", "k_norm.gamma_7",
