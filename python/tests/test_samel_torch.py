@@ -92,6 +92,25 @@ def test_numpy_views_and_out():
     assert np.isnan(wide[:, :, 1::2]).all()
 
 
+def test_numpy_nan_inf():
+    """As the op: a NaN in v reaches exactly the outputs whose window holds it; an inf in q or
+    k does not spread (DyT's tanh saturates), and the result is the reference's."""
+    B, N, H, D = 1, 60, 2, 64
+    qn, kn = norms_np(D)
+    x = RNG.standard_normal((B, N, 5 * H * D)).astype(np.float32)
+    x[0, 30, 2 * H * D + D + 5] = np.nan                      # v, head 1, position 30
+    out = call(x, qn, kn, window_left=4, window_right=6).reshape(B, N, H, D)
+    bad = np.isnan(out[0]).any(-1)                           # (N, H)
+    assert bad[:, 1].tolist() == [24 <= i <= 34 for i in range(N)], bad[:, 1]
+    assert not bad[:, 0].any()
+    x = RNG.standard_normal((B, N, 5 * H * D)).astype(np.float32)
+    x[0, 10, 7] = np.inf                                      # q, head 0
+    x[0, 11, 4 * H * D + 3] = -np.inf                         # k_diff, head 0
+    out = call(x, qn, kn)
+    assert np.isfinite(out).all()
+    check(out, x, qn, kn, H, TOL_CPU["float32"])
+
+
 def test_numpy_refusals():
     B, N, H, D = 1, 20, 2, 64
     x = RNG.standard_normal((B, N, 5 * H * D)).astype(np.float32)
