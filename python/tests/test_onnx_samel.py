@@ -38,12 +38,14 @@ class Block:
     computed from the input's shape) or fixed (angles an initializer); order: which chunk each
     of q, k, v, q_diff, k_diff reads (SAME-L: 0..4); norm: "dyt", "none" or "split" (q_diff
     with another gamma); rope: "half" or "interleaved"; pos_input: the angles' first position
-    is a graph input; dtype: the model's ("float32", "float16", "bfloat16": RoPE in float32
+    is a graph input; split "Gather": chunks taken from a (B, N, 5, H*D) reshape; cat_first:
+    the norms and RoPE applied once to the concatenations of q, q_diff and k, k_diff; dtype:
+    the model's ("float32", "float16", "bfloat16": RoPE in float32
     between two Casts, as upstream's)."""
 
     def __init__(self, B=2, N=40, H=2, D=64, *, split="Split", layout="bnhd", dynamic=True,
                  rot=32, pos_offset=0, order=(0, 1, 2, 3, 4), dup_v=False, norm="dyt",
-                 rope="half", pos_input=False, seed=0, dtype="float32"):
+                 rope="half", pos_input=False, seed=0, dtype="float32", cat_first=False):
         rng = np.random.default_rng(seed)
         dim = H * D
         self.B, self.N, self.H, self.D, self.rot, self.pos_offset = B, N, H, D, rot, pos_offset
@@ -93,6 +95,10 @@ class Block:
         if split == "Split":
             chunks = node("Split", [qkv, const("split", np.array([dim] * 5, np.int64))],
                           n_out=5, axis=-1)
+        elif split == "Gather":           # (B, N, 5, H*D), one chunk taken at a time
+            q5 = node("Reshape", [qkv, const("shape", np.array([0, 0, 5, dim], np.int64))])
+            chunks = [node("Gather", [q5, const("i", np.array(c, np.int64))], axis=2)
+                      for c in range(5)]
         else:
             chunks = [node("Slice", [qkv, const("s", np.array([c * dim], np.int64)),
                                      const("e", np.array([(c + 1) * dim], np.int64)),
@@ -160,10 +166,14 @@ class Block:
             return node("Concat", [y, rest], axis=-1)
 
         hd = 2 if layout == "bnhd" else 1
-        qc = node("Concat", [rotary(dyt(q, "q_norm")),
-                             rotary(dyt(qd, "q_norm_diff" if norm == "split" else "q_norm"))],
-                  axis=hd)
-        kc = node("Concat", [rotary(dyt(k, "k_norm")), rotary(dyt(kd, "k_norm"))], axis=hd)
+        if cat_first:                     # the norm and RoPE once, on the concatenations
+            qc = rotary(dyt(node("Concat", [q, qd], axis=hd), "q_norm"))
+            kc = rotary(dyt(node("Concat", [k, kd], axis=hd), "k_norm"))
+        else:
+            qc = node("Concat", [rotary(dyt(q, "q_norm")),
+                                 rotary(dyt(qd, "q_norm_diff" if norm == "split" else "q_norm"))],
+                      axis=hd)
+            kc = node("Concat", [rotary(dyt(k, "k_norm")), rotary(dyt(kd, "k_norm"))], axis=hd)
         vc = node("Concat", [v, v], axis=hd) if dup_v else v
         if layout == "bhnd":
             qc, kc, vc = (node("Transpose", [t], perm=[0, 2, 1, 3]) for t in (qc, kc, vc))
@@ -236,14 +246,16 @@ def check_rewrite(block, shapes, tol=2e-5):
 
 
 def test_rewrite_styles():
-    """Every export style the tool takes: Split or Slice, (B, N, H, D) or (B, H, N, D) order,
-    B and N dynamic or fixed (angles computed or an initializer), v shared or duplicated, a
-    position offset, fewer rotated dims. Dynamic graphs run at several sizes, N below the
-    window and not a multiple of the kernels' 64-row tile included."""
+    """Every export style the tool takes: Split, Slice or Gather, (B, N, H, D) or (B, H, N, D)
+    order, the norms per chunk or on the concatenation, B and N dynamic or fixed (angles
+    computed or an initializer), v shared or duplicated, a position offset, fewer rotated
+    dims. Dynamic graphs run at several sizes, N below the window and not a multiple of the
+    kernels' 64-row tile included."""
     need_onnx()
     cases = [dict(), dict(split="Slice", layout="bhnd"), dict(layout="bhnd", dup_v=True),
              dict(dynamic=False, split="Slice"), dict(dynamic=False, layout="bhnd", dup_v=True),
-             dict(pos_offset=7, rot=16), dict(dynamic=False, pos_offset=1000, rot=64)]
+             dict(pos_offset=7, rot=16), dict(dynamic=False, pos_offset=1000, rot=64),
+             dict(split="Gather", cat_first=True), dict(layout="bhnd", cat_first=True)]
     for i, kw in enumerate(cases):
         blk = Block(seed=i, **kw)
         shapes = [(2, 70), (1, 9), (3, 40)] if kw.get("dynamic", True) else [(2, 40)]
