@@ -118,7 +118,7 @@ class SamelAttention(torch.nn.Module):
                 if t[i].numel() != 1:
                     raise ValueError(f"dswa.samel: {name} has {t[i].numel()} elements: DyT's "
                                      "alpha is a scalar")
-            self._q_alpha, self._k_alpha = float(t[0]), float(t[3])
+            self._q_alpha, self._k_alpha = float(t[0].detach()), float(t[3].detach())
             weights = []
             for w, name in zip((t[1], t[2], t[4], t[5]), _core.SAMEL_NORMS):
                 w = w.detach().reshape(-1)
