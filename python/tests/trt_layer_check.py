@@ -781,6 +781,44 @@ def samel_network_call():
     expect(ValueError, "rot_dims = 5", dt.samel_op, *ts, config=str(c).replace("rot_dims=32",
                                                                                "rot_dims=5"))
 
+
+@check
+def samel_docs_aot_example():
+    """docs/AOT.md's aot_impl example for the fused kernel, registered through TensorRT's plugin
+    layer (under another id, with a desc of its own), launches what the library computes."""
+    if not HAS_AOT:
+        return "skipped: no aot_impl in this TensorRT"
+    import re
+    import textwrap
+    from typing import Tuple, Union
+    doc = open(os.path.join(os.path.dirname(os.path.dirname(HERE)), "docs", "AOT.md")).read()
+    block = re.search(r"## The fused SAME-L kernel.*?In an `aot_impl`.*?```python\n(.*?)```", doc,
+                      re.S).group(1)
+    pid = "dswadoc::samel"
+    code = textwrap.dedent(block).replace(f'"{SPID}"', f'"{pid}"')
+    assert pid in code
+
+    @trtp.register(pid)
+    def desc(x: trtp.TensorDesc, q_gamma: trtp.TensorDesc, q_beta: trtp.TensorDesc,
+             k_gamma: trtp.TensorDesc, k_beta: trtp.TensorDesc) -> trtp.TensorDesc:
+        s = x.shape_expr
+        return trtp.from_shape_expr((s[0], s[1], s[2] // 5), dtype=x.dtype)
+    c = dt.samel_config(q_alpha=0.75, k_alpha=1.25, pos_offset=99, base=500.0)
+    k = _lib.aot_samel_kernel(ARCH, _lib.F16, 17, 17, 32)
+    fb = _lib.float_bits
+    ns = {"trtp": trtp, "Tuple": Tuple, "Union": Union, "meta": {"kernel": k.name},
+          "ptx": k.ptx, "WL": 17, "WR": 17, "SCALE_BITS": fb(0.125), "LAMBDA_BITS": fb(1.0),
+          "ROT": 32, "BASE_BITS": fb(c.base), "POS": c.pos_offset, "Q_ALPHA_BITS": fb(c.q_alpha),
+          "K_ALPHA_BITS": fb(c.k_alpha)}
+    exec(code, ns)
+    b = B_.build(pid, samel_inputs(_lib.F16, 3), {}, PROFILE)
+    assert b.kernel_name == k.name
+    for B, N in SIZES:
+        ref = _lib.aot_samel_kernel_for(ARCH, samel_problem(B, N, 3, _lib.F16, c))
+        assert [e.value({"B": B, "N": N}) for e in b.extras] == ref.values, (B, N)
+        assert tuple(b.launch[x].value({"B": B, "N": N}) for x in ("grid_x", "grid_y", "grid_z")) \
+            == ref.grid_dims
+
 failed = 0
 for fn in checks:
     try:
