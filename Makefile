@@ -121,7 +121,8 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/lib/*.h) $(BUILD)/libdswa.a $(TEST_
 $(BUILD)/obj $(BUILD)/tests:
 	mkdir -p $@
 
-TEST_RUN := $(TEST_BIN) tests/test_cli.sh tests/python_tests.sh tests/install/test_install.sh
+# the longest first: tests/run.sh runs them in parallel in this order
+TEST_RUN := tests/python_tests.sh $(TEST_BIN) tests/test_cli.sh tests/install/test_install.sh
 test: all $(TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run.sh $(TEST_RUN)
 # The same tests with DSWA_TEST_LONG=1 in their environment: each adds its long soaks and sweeps.

@@ -13,6 +13,6 @@ b=${BUILD:-build}; case $b in /*) ;; *) b=$PWD/$b ;; esac
 DSWA_LIB=${DSWA_LIB:-$b/libdswa.so}
 export DSWA_LIB
 if python3 -c "import pytest" >/dev/null 2>&1; then
-    exec python3 -m pytest -q -rs -p no:cacheprovider python/tests
+    exec python3 -m pytest -q -rs --durations=8 -p no:cacheprovider python/tests
 fi
 exec python3 python/tests/run_all.py
