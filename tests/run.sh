@@ -7,9 +7,9 @@
 # checks and the end of the output.
 pass=0; fail=0; skip=0; failed=""
 logs=${BUILD:-build}/test-logs; mkdir -p "$logs"
-jobs=${TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
-[ "$jobs" -gt 4 ] 2>/dev/null && jobs=4
-[ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
+cpus=$(nproc 2>/dev/null || echo 1)
+jobs=${TEST_JOBS:-$(( cpus < 4 ? cpus : 4 ))}
+[ "$jobs" -ge 1 ] 2>/dev/null || { echo "run.sh: TEST_JOBS = '$jobs': must be a whole number >= 1"; exit 2; }
 for t in "$@"; do rm -f "$logs/$(basename "$t").rc"; done
 # each test: its log, then "exit-status seconds" in NAME.rc
 printf '%s\n' "$@" | xargs -P "$jobs" -I{} sh -c '
