@@ -64,6 +64,7 @@ This module imports without TensorRT; register() and register_samel() then raise
 """
 import ctypes
 import functools
+import inspect
 import numbers
 import os
 import struct
@@ -74,6 +75,11 @@ from typing import List, Tuple, Union
 from . import _lib
 
 PLUGIN_ID = "samel::diff_attn_swa"
+# The op's node attributes, both optional: num_heads (H, as SAME-L's published graphs carry it)
+# and config (str(Config): the settings; absent, the node means SAMEL_IMPLIED).
+ATTRS = ("num_heads", "config")
+# What a node without config means: (window_left, window_right, scale, lambda) of SAME-L.
+SAMEL_IMPLIED = (17, 17, 0.125, 1.0)
 IMPLS = ("aot", "jit", "both")
 DTYPES = {"FLOAT": _lib.F32, "HALF": _lib.F16, "BF16": _lib.BF16}   # by trt.DataType name
 DTYPE_NAMES = {"FLOAT": "float32", "HALF": "float16", "BF16": "bfloat16"}
@@ -182,14 +188,35 @@ def attrs(plugin_id=PLUGIN_ID):
     return str(_registered[plugin_id][0])
 
 
-def op(q, k, v, plugin_id=PLUGIN_ID):
-    """trtp.op.<ns>.<name>(q, k, v, config=attrs(plugin_id)): for network.add_plugin."""
+def op(q, k, v, plugin_id=PLUGIN_ID, *, num_heads=None):
+    """trtp.op.<ns>.<name>(q, k, v, num_heads=..., config=attrs(plugin_id)): for
+    network.add_plugin. num_heads (H, the output's heads) defaults to q.shape[2] // 2, which
+    must then be fixed."""
+    import numpy as np
     import tensorrt.plugin as trtp
+    if num_heads is None:
+        h2 = tuple(getattr(q, "shape", ()))[2:3]
+        if not h2 or h2[0] <= 0 or h2[0] % 2:
+            raise ValueError(f"dswa.trt: q.shape = {tuple(getattr(q, 'shape', ()))}: shape[2] "
+                             "must be 2H, fixed and even (or pass num_heads=H)")
+        num_heads = h2[0] // 2
+    nh = np.array([_check_int("num_heads", num_heads)], dtype=np.int32)
     ns, name = plugin_id.split("::")
-    return getattr(getattr(trtp.op, ns), name)(q, k, v, config=attrs(plugin_id))
+    return getattr(getattr(trtp.op, ns), name)(q, k, v, num_heads=nh, config=attrs(plugin_id))
 
 
-# ---- architecture ---------------------------------------------------------------------------
+def _presented(fn, names, annotations, ret=inspect.Signature.empty):
+    """fn with the signature TensorRT's validators read: `names`, each annotated, no default.
+    The plugin layer takes no optional attribute (it refuses defaults when registering, and
+    hands over only the attributes a node carries), so the functions themselves take the
+    attributes as optional or variadic and present the full list."""
+    fn.__signature__ = inspect.Signature(
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=a)
+         for n, a in zip(names, annotations)], return_annotation=ret)
+    return fn
+
+
+# ---- architecture# ---- architecture ---------------------------------------------------------------------------
 def _capability():
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():
@@ -389,19 +416,49 @@ def register(plugin_id=PLUGIN_ID, window=17, *, window_left=None, window_right=N
     if _already(plugin_id, key):
         return
     trt, trtp = _tensorrt(impl)
+    import numpy as np
+    import numpy.typing as npt
+    # num_heads as an int32 array: the plugin layer converts an `int` attribute with
+    # int(array), which NumPy 2.4 refuses; an array attribute with astype, on every version.
+    ATTR_TYPES = (npt.NDArray[np.int32], str)
     wl, wr = cfg.window_left, cfg.window_right
     if impl != "jit":        # what the library would refuse at build time, refused now
         probe = _probe_arch(arch)
         for dt in DTYPES.values():
             _kernel(probe, dt, wl, wr, math)
 
-    def check_config(text):
-        got = parse(text)
-        if got != cfg:
-            raise ValueError(f"dswa.trt: {plugin_id}: the layer's config {text!r} is not the "
-                             f"registered {str(cfg)!r}; build the layer with config="
-                             f"dswa.trt.attrs({plugin_id!r}) or register an id with its "
-                             "settings")
+    def check_node(num_heads, config, h2=None, D=None):
+        """The node's attributes against the registration. `config` (optional) must equal it;
+        without one the node means SAME-L's settings (SAMEL_IMPLIED: windows 17, scale 1/8,
+        lambda 1; math stays the registration's choice). num_heads (optional, the published
+        graphs' attribute) is H: q_bat.shape[2] must be 2 * num_heads. h2, D: q_bat's dims
+        where known (None while TensorRT asks with placeholder shapes)."""
+        if config is not None:
+            got = parse(config)
+            if got != cfg:
+                raise ValueError(f"dswa.trt: {plugin_id}: the layer's config {config!r} is not "
+                                 f"the registered {str(cfg)!r}; build the layer with config="
+                                 f"dswa.trt.attrs({plugin_id!r}) or register an id with its "
+                                 "settings")
+        elif D is not None:
+            have = (wl, wr, D ** -0.5 if cfg.scale is None else cfg.scale, cfg.lam)
+            if have != SAMEL_IMPLIED:
+                raise ValueError(
+                    f"dswa.trt: {plugin_id}: the node has no config attribute, which means "
+                    f"SAME-L's settings (window_left=17, window_right=17, scale=0.125, "
+                    f"lambda=1), but {plugin_id} is registered with window_left={wl}, "
+                    f"window_right={wr}, scale={_short(have[2])}, lambda={_short(cfg.lam)}; "
+                    f"give the node config=dswa.trt.attrs({plugin_id!r}) or register "
+                    f"{plugin_id} with SAME-L's settings")
+        if num_heads is not None:
+            nh = np.asarray(num_heads).ravel()
+            if nh.size != 1 or nh[0] <= 0:
+                raise ValueError(f"dswa.trt: {plugin_id}: num_heads = {nh.tolist()}: must be "
+                                 "one integer > 0 (H, the output's heads)")
+            if h2 is not None and h2 != 2 * int(nh[0]):
+                raise ValueError(f"dswa.trt: {plugin_id}: num_heads = {int(nh[0])} but "
+                                 f"q_bat.shape[2] = {h2}: the inputs carry both pairs' heads, "
+                                 f"2 * num_heads = {2 * int(nh[0])}")
 
     def check_types(q, k, v):
         names = [getattr(t.dtype, "name", str(t.dtype)) for t in (q, k, v)]
@@ -440,30 +497,34 @@ def register(plugin_id=PLUGIN_ID, window=17, *, window_left=None, window_right=N
                         "both dynamic)")
         return h2, d, vh
 
-    def desc(q_bat: trtp.TensorDesc, k_bat: trtp.TensorDesc, v_bat: trtp.TensorDesc,
-             config: str) -> trtp.TensorDesc:
-        check_config(config)
+    def desc(q_bat, k_bat, v_bat, num_heads=None, config=None):
         check_types(q_bat, k_bat, v_bat)
-        check_shapes(q_bat, k_bat, v_bat)
+        dims = check_shapes(q_bat, k_bat, v_bat)
+        check_node(num_heads, config, *(dims[:2] if dims else ()))
         s = q_bat.shape_expr
         return trtp.from_shape_expr((s[0], s[1], s[2] // 2, s[3]), dtype=q_bat.dtype)
+    _presented(desc, ("q_bat", "k_bat", "v_bat") + ATTRS, (trtp.TensorDesc,) * 3 + ATTR_TYPES,
+               trtp.TensorDesc)
 
     def autotune(q_bat: trtp.TensorDesc, k_bat: trtp.TensorDesc, v_bat: trtp.TensorDesc,
                  outputs: Tuple[trtp.TensorDesc]) -> List[trtp.AutoTuneCombination]:
         return [trtp.AutoTuneCombination(AUTOTUNE_TYPES, "LINEAR")]
 
-    def jit(q_bat: trtp.Tensor, k_bat: trtp.Tensor, v_bat: trtp.Tensor, config: str,
+    # The JIT implementation names no attribute: TensorRT hands an implementation each
+    # attribute it names, and fails on one a node does not carry. So a JIT engine stores no
+    # settings; it runs with the registration's, which desc() checked against the node when the
+    # engine was built (the process that runs the engine registers the id, as it must anyway).
+    def jit(q_bat: trtp.Tensor, k_bat: trtp.Tensor, v_bat: trtp.Tensor,
             outputs: Tuple[trtp.Tensor], stream: int) -> None:
         stats["jit"] += 1
-        c = parse(config)           # the engine's settings, whatever this process registered
         q, k, v, o = q_bat, k_bat, v_bat, outputs[0]
         dt = check_types(q, k, v)
         B, N, H2, D = tuple(q.shape)
         H = H2 // 2
         shared = tuple(v.shape)[2] == H
         lay = _lib.layout
-        p = _lib.Problem(B, N, H, D, c.window_left, c.window_right,
-                         D ** -0.5 if c.scale is None else c.scale, c.lam, dt, _lib.MATH[c.math],
+        p = _lib.Problem(B, N, H, D, wl, wr, D ** -0.5 if cfg.scale is None else cfg.scale,
+                         cfg.lam, dt, _lib.MATH[math],
                          lay(tuple(q.strides), H, 2), lay(tuple(k.strides), H, 2),
                          lay(tuple(v.strides), H, 1 if shared else 2),
                          lay(tuple(o.strides), H, 1))
@@ -471,17 +532,20 @@ def register(plugin_id=PLUGIN_ID, window=17, *, window_left=None, window_right=N
                                                 v.data_ptr, o.data_ptr, stream))
 
     def make_aot():   # its annotations name classes that only TensorRT 10.9+ has
-        def aot(q_bat: trtp.TensorDesc, k_bat: trtp.TensorDesc, v_bat: trtp.TensorDesc, config: str,
-                outputs: Tuple[trtp.TensorDesc], tactic: int
-                ) -> Tuple[Union[str, bytes], Union[str, bytes], trtp.KernelLaunchParams,
-                           trtp.SymIntExprs]:
+        # TensorRT passes aot_impl every attribute the node carries, in the node's order,
+        # then outputs and tactic: read them by type (num_heads an array, config a string).
+        def aot(q_bat, k_bat, v_bat, *rest):
             stats["aot"] += 1
-            check_config(config)
+            *given, outputs, tactic = rest
+            node = {"config": None, "num_heads": None}
+            for x in given:
+                node["config" if isinstance(x, str) else "num_heads"] = x
             dt = check_types(q_bat, k_bat, v_bat)
             if outputs[0].dtype != q_bat.dtype:
                 raise ValueError(f"dswa.trt: {plugin_id}: the output is {outputs[0].dtype}, the "
                                  f"inputs {q_bat.dtype}: must be the same")
             H2, D, VH = check_shapes(q_bat, k_bat, v_bat)
+            check_node(node["num_heads"], node["config"], H2, D)
             H, shared = H2 // 2, VH == H2 // 2
             a = arch or device_arch()
             kernel = _kernel(a, dt, wl, wr, math)
@@ -514,7 +578,11 @@ def register(plugin_id=PLUGIN_ID, window=17, *, window_left=None, window_right=N
             env = {"B": s[0], "N": s[1], "H": H, "D": D, "scale": sc, "lambda_": cfg.lam}
             extras, grid = kernel.launch(env, shared, lift=trtp.ShapeExpr, minimum=trtp.min)
             return _aot_result(trtp, plugin_id, kernel, extras, grid, at["max"])
-        return aot
+        return _presented(aot, ("q_bat", "k_bat", "v_bat") + ATTRS + ("outputs", "tactic"),
+                          (trtp.TensorDesc,) * 3 + ATTR_TYPES +
+                          (Tuple[trtp.TensorDesc], int),
+                          Tuple[Union[str, bytes], Union[str, bytes], trtp.KernelLaunchParams,
+                                trtp.SymIntExprs])
 
     _register_all(trtp, plugin_id, impl, key, desc, jit, make_aot, autotune)
 

@@ -7,6 +7,7 @@ needs the library's PTX)."""
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from _util import aot_arch_or_skip, skip
 
@@ -22,17 +23,46 @@ def sites():
     return s
 
 
+def layer_check(site, env=None):
+    """trt_layer_check.py on one site; an error text, or None when every check passed."""
+    if not os.path.isdir(os.path.join(site, "tensorrt_bindings", "plugin")):
+        return f"{site}: no tensorrt_bindings/plugin there"
+    r = subprocess.run([sys.executable, os.path.join(HERE, "trt_layer_check.py"), site],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    print(r.stdout)
+    return None if r.returncode == 0 else f"{site}: exit {r.returncode}\n{r.stdout[-6000:]}"
+
+
+def layer_checks(site_list, env=None):
+    """layer_check on each site, at once (one process each); the errors."""
+    with ThreadPoolExecutor(max_workers=len(site_list) or 1) as pool:
+        return [e for e in pool.map(lambda s: layer_check(s, env), site_list) if e]
+
+
 def test_trt_plugin_layer():
-    failed = []
-    for site in sites():
-        if not os.path.isdir(os.path.join(site, "tensorrt_bindings", "plugin")):
-            failed.append(f"{site}: no tensorrt_bindings/plugin there")
-            continue
-        r = subprocess.run([sys.executable, os.path.join(HERE, "trt_layer_check.py"), site],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        print(r.stdout)
-        if r.returncode != 0:
-            failed.append(f"{site}: exit {r.returncode}\n{r.stdout[-6000:]}")
+    failed = layer_checks(sites())
+    assert not failed, "\n".join(failed)
+
+
+def test_trt_plugin_layer_older_numpy():
+    """The same checks with the NumPy in $DSWA_NUMPY_OLD (a `pip install --target` of a NumPy
+    below 2.4, which the plugin layer's int conversion still accepted) ahead on the path: the
+    published node must build with either. Skipped (visibly) when it is unset."""
+    site_list, old = sites(), os.environ.get("DSWA_NUMPY_OLD")
+    if not old:
+        skip("skipped: DSWA_NUMPY_OLD is not set (python/tests/install_deps.sh installs one)")
+    path = os.pathsep.join([old] + [p for p in sys.path if p])
+    env = dict(os.environ, PYTHONPATH=path)
+    r = subprocess.run([sys.executable, "-c", "import numpy; print(numpy.__version__)"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    version = tuple(int(x) for x in r.stdout.strip().split(".")[:2]) if r.returncode == 0 else ()
+    assert version and version < (2, 4), f"{old}: numpy {r.stdout.strip()}: expected below 2.4"
+    import trt_standin
+    # the layers that SAME-L's engines pin (10.15) and newer: what the published node meets
+    recent = [s for s in site_list
+              if tuple(int(x) for x in trt_standin._wheel_version(s).split(".")[:2]) >= (10, 15)]
+    assert recent, f"no TensorRT 10.15 or newer among {site_list}"
+    failed = layer_checks(recent, env)
     assert not failed, "\n".join(failed)
 
 

@@ -13,6 +13,7 @@ import os
 import sys
 import traceback
 import types
+from typing import Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
@@ -331,35 +332,23 @@ def bad_layers_refused_at_build():
 
 
 # ---- the JIT path: serialization and the trtp.op call --------------------------------------
-@check
-def jit_fields_round_trip():
-    """A JIT plugin serializes `config`; a plugin created from those fields at run time (an
-    engine loaded in another process) runs the engine's settings, not this process's."""
-    pid = "dswatest::both" if HAS_AOT else "dswatest::noaot"
-    b = build(pid, _lib.F16, 2, True, request="PREFER_JIT" if HAS_AOT else "UNKNOWN")
-    assert not b.aot
-    f = b.serialized["config"]
-    assert f.type == trt.PluginFieldType.CHAR
-    text = f.data.tobytes().decode()
-    assert text == dt.attrs(pid), (text, dt.attrs(pid))
-    # the runtime side: creator.create_plugin(RUNTIME) with the engine's fields, then enqueue
-    # (at run time TensorRT calls no build-phase method: only enqueue)
-    other = str(dt.config(window_left=2, window_right=7, scale=0.25, lam=0.5, math="tf32"))
+def jit_run(pid, fields, request):
+    """The run-time side of a JIT engine: creator.create_plugin(RUNTIME) with the engine's
+    fields, then enqueue (at run time TensorRT calls no build-phase method), with the library's
+    dswa_forward_cuda recording the problem it is handed."""
     ns, name = pid.split("::")
     creator = trt.get_plugin_registry().get_creator(name, "1", ns)
-    fields = trt.PluginFieldCollection([trt.PluginField("config", other.encode(),
-                                                        trt.PluginFieldType.CHAR)])
+    fc = trt.PluginFieldCollection(fields)
     if HAS_AOT:
-        plg = creator.create_plugin(name, ns, fields, trt.TensorRTPhase.RUNTIME,
-                                    trt.QuickPluginCreationRequest.STRICT_JIT)
+        plg = creator.create_plugin(name, ns, fc, trt.TensorRTPhase.RUNTIME,
+                                    getattr(trt.QuickPluginCreationRequest, request))
     else:
-        plg = creator.create_plugin(name, ns, fields, trt.TensorRTPhase.RUNTIME)
-    assert plg.attrs == {"config": other}
+        plg = creator.create_plugin(name, ns, fc, trt.TensorRTPhase.RUNTIME)
     seen = {}
 
-    class FakeLib:             # the library, with dswa_forward_cuda recording its problem
-        def __getattr__(self, name):
-            return getattr(real(), name)
+    class FakeLib:
+        def __getattr__(self, attr):
+            return getattr(real(), attr)
 
         def dswa_forward_cuda(self, p, q, k, v, o, stream):
             pr = p._obj
@@ -371,7 +360,7 @@ def jit_fields_round_trip():
     _lib.lib = lambda: FakeLib()
     try:
         descs = []
-        for i, h in enumerate((4, 4, 2, 2)):
+        for h in (4, 4, 2, 2):
             d = trt.PluginTensorDesc()
             d.dims, d.type = trt.Dims([1, 10, h, D]), trt.float16
             descs.append(d)
@@ -380,24 +369,190 @@ def jit_fields_round_trip():
                     77)
     finally:
         _lib.lib = real
-    assert seen == {"wl": 2, "wr": 7, "scale": 0.25, "lam": 0.5, "math": _lib.MATH["tf32"],
-                    "H": 2, "vpair": 0, "ptrs": (1024, 2048, 3072, 4096), "stream": 77}, seen
+    return seen
+
+
+@check
+def jit_settings_are_the_registrations():
+    """A JIT implementation names no attribute (TensorRT would fail on a node without it), so a
+    JIT engine stores no fields; at run time it runs the settings its id is registered with,
+    which were checked against the node when the engine was built. An engine stored with a
+    `config` field still loads."""
+    pid = "dswatest::jitcfg"
+    dt.register(pid, window_left=2, window_right=7, scale=0.25, lam=0.5, math="tf32",
+                impl="jit")
+    b = build(pid, _lib.F16, 2, True)
+    assert not b.aot and b.serialized == {}, b.serialized
+    want = {"wl": 2, "wr": 7, "scale": 0.25, "lam": 0.5, "math": _lib.MATH["tf32"], "H": 2,
+            "vpair": 0, "ptrs": (1024, 2048, 3072, 4096), "stream": 77}
+    request = "STRICT_JIT" if HAS_AOT else "UNKNOWN"
+    assert jit_run(pid, [], request) == want
+    old = trt.PluginField("config", dt.attrs(pid).encode(), trt.PluginFieldType.CHAR)
+    assert jit_run(pid, [old], request) == want
+    if HAS_AOT:          # "both", built preferring JIT: the same
+        b = build("dswatest::both", _lib.F16, 2, True, request="PREFER_JIT")
+        assert not b.aot and b.serialized == {}, b.serialized
 
 
 @check
 def network_call_with_current_numpy():
-    """trtp.op.<ns>.<name>(q, k, v, config=...) -- the network API's path (the one a `num_heads:
-    int` attribute broke with NumPy >= 2.4 before TensorRT 11.4) -- creates the plugin."""
+    """trtp.op.<ns>.<name>(q, k, v, num_heads=..., config=...) -- the network API's path (the
+    one an `int` attribute breaks with NumPy >= 2.4 before TensorRT 11.4) -- creates the plugin;
+    num_heads comes from q's fixed dims, or is given for dynamic heads."""
     pid = dt.PLUGIN_ID if HAS_AOT else "dswatest::noaot"
-    ts = [trt.ITensor() for _ in range(3)]
-    make = dt.op(*ts, plugin_id=pid)
-    if callable(make):         # 10.9+: a function of the creation request
-        make = make(trt.QuickPluginCreationRequest.UNKNOWN) if HAS_AOT else make()
-    ins, _, plg = make
-    assert ins == ts and plg.attrs == {"config": dt.attrs(pid)}
-    expect(ValueError, "Unexpected attribute num_heads", lambda: getattr(
-        trtp.op, pid.split("::")[0]).__dict__[pid.split("::")[1]](*ts, num_heads=24))
+    ts = [trt.ITensor((-1, -1, h, D)) for h in (4, 4, 2)]
+    for kw in ({}, {"num_heads": 2}):
+        make = dt.op(*ts, plugin_id=pid, **kw)
+        if callable(make):         # 10.9+: a function of the creation request
+            make = make(trt.QuickPluginCreationRequest.UNKNOWN) if HAS_AOT else make()
+        ins, _, plg = make
+        assert ins == ts and set(plg.attrs) == {"num_heads", "config"}, plg.attrs
+        nh = plg.attrs["num_heads"]
+        assert nh.dtype == np.int32 and nh.tolist() == [2], nh
+        assert plg.attrs["config"] == dt.attrs(pid)
+    dyn = [trt.ITensor((-1, -1, -1, D)) for _ in range(3)]
+    expect(ValueError, "shape[2] must be 2H, fixed and even (or pass num_heads=H)", dt.op,
+           *dyn, plugin_id=pid)
+    expect(ValueError, "num_heads = 2.5: must be an int", dt.op, *dyn, plugin_id=pid,
+           num_heads=2.5)
     return f"numpy {np.__version__}"
+
+
+# ---- the node as SAME-L's published graphs carry it --------------------------------------------
+def published_node(num_heads=24, **extra):
+    """The attention node of SAME-L's published encoder/decoder graphs, made with onnx.helper in
+    a checked model: samel::diff_attn_swa(q_bat, k_bat, v_bat) -> one output, and exactly one
+    attribute, the INT num_heads (extra: attributes added for the refusal checks)."""
+    import onnx
+    from onnx import TensorProto, helper
+    H2 = 2 * num_heads if isinstance(num_heads, int) and num_heads > 0 else 48
+    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["B", "N", H2, D])
+           for n in ("q_bat", "k_bat", "v_bat")]
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, ["B", "N", H2 // 2, D])
+    node = helper.make_node("diff_attn_swa", ["q_bat", "k_bat", "v_bat"], ["out"],
+                            domain="samel", num_heads=num_heads, **extra)
+    model = helper.make_model(helper.make_graph([node], "attn", ins, [out]),
+                              opset_imports=[helper.make_opsetid("", 17),
+                                             helper.make_opsetid("samel", 1)])
+    onnx.checker.check_model(model)
+    node = model.graph.node[0]
+    if not extra:
+        assert [(a.name, a.type, a.i) for a in node.attribute] == \
+            [("num_heads", onnx.AttributeProto.INT, num_heads)]
+        assert (node.domain, node.op_type, len(node.input), len(node.output)) == \
+            ("samel", "diff_attn_swa", 3, 1)
+    return node
+
+
+def build_node(pid, node, dtype, H, shared, request="UNKNOWN", profile=PROFILE, ins=None):
+    """One layer of `node` built as TensorRT builds a parsed ONNX node: its attributes handed to
+    pid's creator as the ONNX parser hands them (trt_standin.onnx_plugin_fields)."""
+    ns, name = pid.split("::")
+    creator = trt.get_plugin_registry().get_creator(name, "1", ns)
+    fields = trt_standin.onnx_plugin_fields(creator, node)
+    return B_.build(pid, ins or inputs(dtype, H, shared), fields, profile, request)
+
+
+@check
+def published_node_builds():
+    """The published node, unchanged, through register()'s AOT plugin: created, its output
+    shape inferred, and for dynamic B and N the launch (extras, grid, block, shared memory,
+    kernel) equal to dswa_aot_kernel_for's; V duplicated (2H heads, as the graphs feed it) or
+    shared (H). With a config attribute too (both given): the same launch."""
+    if not HAS_AOT:
+        return "skipped: no aot_impl in this TensorRT"
+    pid = dt.PLUGIN_ID
+    cfg = dt.parse(dt.attrs(pid))
+    n = 0
+    for node in (published_node(24), published_node(24, config=dt.attrs(pid))):
+        for dtype in (_lib.F32, _lib.F16, _lib.BF16):
+            for shared in (False, True):
+                b = build_node(pid, node, dtype, 24, shared)
+                assert b.aot and b.supported
+                assert b.plugin.attrs["num_heads"].tolist() == [24]
+                assert b.plugin.attrs["num_heads"].dtype == np.int32
+                assert [repr(x) for x in b.output_shapes[0]] == ["B", "N", "24", "64"]
+                assert b.output_types == [TRT_DT[dtype]]
+                for B, N in SIZES:
+                    env = {"B": B, "N": N}
+                    ref = _lib.aot_kernel_for(ARCH, problem(B, N, 24, dtype, shared, cfg))
+                    assert [e.value(env) for e in b.extras] == ref.values, (B, N)
+                    assert tuple(b.launch[k].value(env) for k in ("grid_x", "grid_y", "grid_z")) \
+                        == ref.grid_dims
+                    assert tuple(b.launch[k].value(env) for k in ("block_x", "block_y",
+                                                                  "block_z")) == ref.block
+                    assert b.launch["shared_mem"].value(env) == ref.dynamic_shared_bytes
+                    assert b.kernel_name == ref.name
+                    n += 1
+    return f"numpy {np.__version__}, {n} launches compared"
+
+
+@check
+def published_node_jit():
+    """The published node through register(impl="jit") (SAME-L's settings): created and built
+    as JIT; at run time, with the engine's (empty) fields, SAME-L's settings."""
+    pid = "dswatest::pubjit"
+    dt.register(pid, impl="jit")
+    b = build_node(pid, published_node(2), _lib.F16, 2, True)
+    assert not b.aot and b.supported and b.serialized == {}, b.serialized
+    assert [repr(x) for x in b.output_shapes[0]] == ["B", "N", "2", "64"]
+    seen = jit_run(pid, [], "STRICT_JIT" if HAS_AOT else "UNKNOWN")
+    assert (seen["wl"], seen["wr"], seen["scale"], seen["lam"]) == dt.SAMEL_IMPLIED, seen
+    return f"numpy {np.__version__}"
+
+
+@check
+def published_node_refusals():
+    """num_heads against the inputs' 2H; a node without config against a registration with other
+    settings; a config that disagrees; num_heads that is not one positive integer."""
+    pid = dt.PLUGIN_ID if HAS_AOT else "dswatest::pubjit"
+    e = expect(ValueError, "num_heads = 12 but q_bat.shape[2] = 48", build_node, pid,
+               published_node(12), _lib.F16, 24, False)
+    assert "2 * num_heads = 24" in e, e
+    expect(ValueError, "num_heads = [0]: must be one integer > 0", build_node, pid,
+           published_node(0), _lib.F16, 24, False)
+    other = "dswatest::w9node"
+    dt.register(other, window=9, arch=ARCH, impl="aot" if HAS_AOT else "jit")
+    e = expect(ValueError, "the node has no config attribute, which means SAME-L's settings",
+               build_node, other, published_node(2), _lib.F16, 2, False)
+    assert "registered with window_left=9, window_right=9" in e, e
+    build_node(other, published_node(2, config=dt.attrs(other)), _lib.F16, 2, False)
+    expect(ValueError, "is not the registered", build_node, other,
+           published_node(2, config=dt.attrs(pid)), _lib.F16, 2, False)
+
+
+@check
+def published_node_with_an_int_annotation():
+    """What the same node does to a plugin that annotates num_heads as a Python int, as
+    upstream's own does: on TensorRT's layer before 11.4 with NumPy >= 2.4 its creation fails
+    (int() of a one-element array); dswa's int32-array annotation builds everywhere
+    (published_node_builds, published_node_jit). Recorded in the note, asserted as expected."""
+    import inspect as _inspect
+    pid = "dswatest::intannot"
+
+    def desc(q_bat: trtp.TensorDesc, k_bat: trtp.TensorDesc, v_bat: trtp.TensorDesc,
+             num_heads: int) -> trtp.TensorDesc:
+        s = q_bat.shape_expr
+        return trtp.from_shape_expr((s[0], s[1], s[2] // 2, s[3]), dtype=q_bat.dtype)
+
+    def impl(q_bat: trtp.Tensor, k_bat: trtp.Tensor, v_bat: trtp.Tensor, num_heads: int,
+             outputs: Tuple[trtp.Tensor], stream: int) -> None:
+        pass
+    trtp.register(pid)(desc)
+    trtp.impl(pid)(impl)
+    lib_src = _inspect.getsource(sys.modules["tensorrt.plugin._lib"])
+    size1_fix = "f.data.size == 1" in lib_src
+    numpy_24 = tuple(int(x) for x in np.__version__.split(".")[:2]) >= (2, 4)
+    try:
+        build_node(pid, published_node(2), _lib.F16, 2, True)
+        outcome = None
+    except TypeError as e:
+        outcome = str(e)
+    if numpy_24 and not size1_fix:
+        assert outcome and "0-dimensional" in outcome, outcome
+        return f"numpy {np.__version__}: an int-annotated plugin fails here ({outcome})"
+    assert outcome is None, outcome
+    return f"numpy {np.__version__}: an int-annotated plugin builds here"
 
 
 @check

@@ -171,7 +171,10 @@ class ISymExpr:
 
 
 class ITensor:
-    pass
+    """A network tensor: its dims (-1 for a dynamic one), as ITensor.shape gives them."""
+
+    def __init__(self, shape=()):
+        self.shape = Dims(shape)
 
 
 class Logger:
@@ -275,7 +278,8 @@ class Builder:
               out_types=None):
         """inputs: [(dtype, dims)], each dim an int or a name ("B", "N": dynamic).
         profile: {name: (min, opt, max)} for the named dims (the optimization profile).
-        fields: {name: value} as the network carries them (str -> CHAR, numpy array).
+        fields: {name: value} as the network carries them (str -> CHAR, numpy array), or a
+        PluginFieldCollection as given (onnx_plugin_fields: the ONNX parser's).
         request: the QuickPluginCreationRequest name the network's flags give (UNKNOWN: none,
         PREFER_AOT, PREFER_JIT, STRICT_AOT, STRICT_JIT)."""
         profile = profile or {}
@@ -283,7 +287,8 @@ class Builder:
         ns, name = plugin_id.split("::")
         creator = trt.get_plugin_registry().get_creator(name, "1", ns)
         assert creator is not None, f"no creator registered for {plugin_id}"
-        fc = PluginFieldCollection(_field(k, v) for k, v in fields.items())
+        fc = fields if isinstance(fields, PluginFieldCollection) else \
+            PluginFieldCollection(_field(k, v) for k, v in fields.items())
         qpcr = getattr(QuickPluginCreationRequest, request)
         if hasattr(trt.plugin, "aot_impl"):
             plugin = creator.create_plugin(name, ns, fc, TensorRTPhase.BUILD, qpcr)
@@ -334,6 +339,36 @@ class Builder:
         b.serialized = {f.name: f for f in plugin.get_fields_to_serialize()} \
             if not b.aot else None
         return b
+
+
+# ---- the ONNX parser's hand-over of a custom node's attributes ------------------------------
+_ONNX_TO_FIELD = {"INT32": np.int32, "INT64": np.int64, "INT16": np.int16, "INT8": np.int8,
+                  "FLOAT32": np.float32, "FLOAT64": np.float64, "FLOAT16": np.float16}
+
+
+def onnx_plugin_fields(creator, node):
+    """The PluginFieldCollection TensorRT's ONNX parser builds for a node it hands to a plugin
+    creator (onnx-tensorrt's fallback plugin importer): for each field the creator declares,
+    in the creator's order, the node's attribute of that name converted to the declared field
+    type (an INT attribute to one int32 for an INT32 field, to one int64 for INT64; a STRING
+    to CHAR bytes); a declared field the node lacks is left out; an attribute the creator does
+    not declare is not handed over. node: an onnx.NodeProto."""
+    import onnx
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    fields = []
+    for decl in creator.field_names:
+        if decl.name not in attrs:
+            continue
+        v, t = attrs[decl.name], decl.type.name
+        if t == "CHAR":
+            fields.append(PluginField(decl.name, v if isinstance(v, bytes) else str(v).encode(),
+                                      PluginFieldType.CHAR))
+        elif t in _ONNX_TO_FIELD:
+            data = np.atleast_1d(np.array(v)).astype(_ONNX_TO_FIELD[t])
+            fields.append(PluginField(decl.name, data, decl.type))
+        else:
+            raise NotImplementedError(f"field {decl.name}: type {t} is not modelled here")
+    return PluginFieldCollection(fields)
 
 
 def _field(k, v):
