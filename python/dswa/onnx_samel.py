@@ -11,7 +11,8 @@ that build the node's (B, N, 2H, D) q and k - is replaced by one node
     samel::samel_attention(x, q_gamma, q_beta, k_gamma, k_beta) -> (B, N, H*D)
 
 with the `config` attribute of dswa.trt.samel_config (windows, scale, lambda and math from the
-old node's config; rot_dims, base and pos_offset from the RoPE angles; q_alpha and k_alpha
+old node's config, or SAME-L's where it has none, as the published graphs' nodes, which carry
+only num_heads, checked against the projection's heads; rot_dims, base and pos_offset from the RoPE angles; q_alpha and k_alpha
 from the norms' initializers), followed by a Reshape to the old node's (B, N, H, D) output
 (TensorRT folds it). The weights are fp32 (D,) initializers (the norms' own when they are
 that already). Nodes left without a consumer by the rewrite are removed.
@@ -76,8 +77,10 @@ def reference_ops():
     class DiffAttnSwa(OpRun):
         op_domain = DOMAIN
 
-        def _run(self, q, k, v, config=None):
-            c = trt.parse(_text(config))
+        def _run(self, q, k, v, config=None, num_heads=None):
+            c = trt.node_config(None if config is None else _text(config))
+            if num_heads is not None:
+                trt.check_num_heads(num_heads, q.shape[2], OP)
             return (dswa.diff_swa(q, k, v, window_left=c.window_left,
                                   window_right=c.window_right, scale=c.scale, lam=c.lam,
                                   math=c.math),)
@@ -402,10 +405,15 @@ def _match(G, node, verify, rng):
     if len(node.input) != 3 or len(node.output) != 1:
         _fail(node, f"{len(node.input)} inputs and {len(node.output)} outputs: expected q, k, v "
                     "and one output")
-    cfg = {a.name: a for a in node.attribute}
-    if "config" not in cfg:
-        _fail(node, "no `config` attribute (dswa.trt.attrs() writes it)")
-    op = trt.parse(_text(G.onnx.helper.get_attribute_value(cfg["config"])))
+    attr = {a.name: G.onnx.helper.get_attribute_value(a) for a in node.attribute}
+    unknown = sorted(set(attr) - {"config", "num_heads"})
+    if unknown:
+        _fail(node, f"attribute(s) {', '.join(unknown)}: the op's node takes num_heads and "
+                    "config, both optional")
+    try:
+        op = trt.node_config(_text(attr["config"]) if "config" in attr else None)
+    except ValueError as e:
+        _fail(node, str(e))
     x = _find_packed(G, node)
     nodes, cuts, inputs = _walk(G, node, x)
     if inputs:
@@ -436,6 +444,11 @@ def _match(G, node, verify, rng):
         _fail(node, f"the packed projection {G.describe(x)} has {C} features: a multiple of 5*D "
                     f"= {5 * D} (D = {D}, the norms' length) is expected")
     H = C // (5 * D)
+    if "num_heads" in attr:
+        try:
+            trt.check_num_heads(attr["num_heads"], 2 * H, "the node")
+        except ValueError as e:
+            _fail(node, f"{e} (the packed projection {x} holds {H} heads of D = {D})")
     B = xs[0][0] if isinstance(xs[0][0], int) and xs[0][0] > 0 else 2
     N = xs[0][1] if isinstance(xs[0][1], int) and xs[0][1] > 0 else 50
     sizes = {xs[0][0]: B, xs[0][1]: N}

@@ -178,6 +178,29 @@ def parse(text):
     return config(window_left=wl, window_right=wr, scale=sc, lam=lam, math=fields["math"])
 
 
+def node_config(text=None):
+    """The settings a node of the op means: parse(text) of its `config` attribute, or without
+    one (text None) SAME-L's (SAMEL_IMPLIED, default math)."""
+    if text is not None:
+        return parse(text)
+    wl, wr, sc, lam = SAMEL_IMPLIED
+    return config(window_left=wl, window_right=wr, scale=sc, lam=lam)
+
+
+def check_num_heads(num_heads, h2, where):
+    """num_heads (an int, or the attribute's one-element array) as H for inputs of h2 = 2H
+    heads (None: not known yet); ValueError naming both when they differ."""
+    import numpy as np
+    nh = np.asarray(num_heads).ravel()
+    if nh.size != 1 or not np.issubdtype(nh.dtype, np.integer) or nh[0] <= 0:
+        raise ValueError(f"dswa.trt: {where}: num_heads = {nh.tolist()}: must be one integer > 0 "
+                         "(H, the output's heads)")
+    if h2 is not None and h2 != 2 * int(nh[0]):
+        raise ValueError(f"dswa.trt: {where}: num_heads = {int(nh[0])} but q_bat.shape[2] = "
+                         f"{h2}: the inputs carry both pairs' heads, 2 * num_heads = "
+                         f"{2 * int(nh[0])}")
+
+
 def attrs(plugin_id=PLUGIN_ID):
     """The `config` attribute value for layers of `plugin_id` (registered first)."""
     if plugin_id not in _registered:
@@ -451,14 +474,7 @@ def register(plugin_id=PLUGIN_ID, window=17, *, window_left=None, window_right=N
                     f"give the node config=dswa.trt.attrs({plugin_id!r}) or register "
                     f"{plugin_id} with SAME-L's settings")
         if num_heads is not None:
-            nh = np.asarray(num_heads).ravel()
-            if nh.size != 1 or nh[0] <= 0:
-                raise ValueError(f"dswa.trt: {plugin_id}: num_heads = {nh.tolist()}: must be "
-                                 "one integer > 0 (H, the output's heads)")
-            if h2 is not None and h2 != 2 * int(nh[0]):
-                raise ValueError(f"dswa.trt: {plugin_id}: num_heads = {int(nh[0])} but "
-                                 f"q_bat.shape[2] = {h2}: the inputs carry both pairs' heads, "
-                                 f"2 * num_heads = {2 * int(nh[0])}")
+            check_num_heads(num_heads, h2, plugin_id)
 
     def check_types(q, k, v):
         names = [getattr(t.dtype, "name", str(t.dtype)) for t in (q, k, v)]

@@ -41,11 +41,13 @@ class Block:
     is a graph input; split "Gather": chunks taken from a (B, N, 5, H*D) reshape; cat_first:
     the norms and RoPE applied once to the concatenations of q, q_diff and k, k_diff; dtype:
     the model's ("float32", "float16", "bfloat16": RoPE in float32
-    between two Casts, as upstream's)."""
+    between two Casts, as upstream's); attrs: the op node's attributes (default: config; the
+    published graphs': {"num_heads": H} alone)."""
 
     def __init__(self, B=2, N=40, H=2, D=64, *, split="Split", layout="bnhd", dynamic=True,
                  rot=32, pos_offset=0, order=(0, 1, 2, 3, 4), dup_v=False, norm="dyt",
-                 rope="half", pos_input=False, seed=0, dtype="float32", cat_first=False):
+                 rope="half", pos_input=False, seed=0, dtype="float32", cat_first=False,
+                 attrs=None):
         rng = np.random.default_rng(seed)
         dim = H * D
         self.B, self.N, self.H, self.D, self.rot, self.pos_offset = B, N, H, D, rot, pos_offset
@@ -177,7 +179,8 @@ class Block:
         vc = node("Concat", [v, v], axis=hd) if dup_v else v
         if layout == "bhnd":
             qc, kc, vc = (node("Transpose", [t], perm=[0, 2, 1, 3]) for t in (qc, kc, vc))
-        o = node("diff_attn_swa", [qc, kc, vc], domain="samel", config=CONFIG)
+        o = node("diff_attn_swa", [qc, kc, vc], domain="samel",
+                 **({"config": CONFIG} if attrs is None else attrs))
         o = node("Reshape", [o, const("shape", np.array([0, 0, dim], np.int64))])
         nodes.append(helper.make_node("MatMul", [o, WO], ["y"], name="to_out"))
         bn = ["B", "N"] if dynamic else [B, N]
@@ -262,6 +265,17 @@ def test_rewrite_styles():
         check_rewrite(blk, shapes)
 
 
+def test_rewrite_published_node():
+    """The op node as SAME-L's published graphs carry it (num_heads, no config: SAME-L's
+    settings), V duplicated as they feed it, float32 and float16; with both attributes too.
+    The evaluator runs the old node with those settings too."""
+    need_onnx()
+    check_rewrite(Block(attrs={"num_heads": 2}, dup_v=True), [(2, 70), (1, 9)])
+    check_rewrite(Block(attrs={"num_heads": 2}, dup_v=True, dtype="float16", layout="bhnd"),
+                  [(2, 40)], tol=3e-3)
+    check_rewrite(Block(attrs={"num_heads": 2, "config": CONFIG}), [(1, 30)])
+
+
 def test_rewrite_16bit():
     """A float16 model (run before and after in the reference evaluator) and a bfloat16 one
     (numpy cannot run it: the rewrite's check runs it widened to float32; a wrong chunk order
@@ -306,11 +320,14 @@ def test_refusals():
     d.input[2] = "v_in"
     raises(onnx_samel.RewriteError, "the chain back from it ends at 'v_in' (a graph input)",
            onnx_samel.rewrite, blk.model)
-    # no config attribute
-    blk = Block()
-    d = [n for n in blk.model.graph.node if n.op_type == "diff_attn_swa"][0]
-    del d.attribute[:]
-    raises(onnx_samel.RewriteError, "no `config` attribute", onnx_samel.rewrite, blk.model)
+    # the op node's attributes: num_heads against the projection's heads, no others
+    for attrs, msg in (({"num_heads": 3}, "num_heads = 3 but q_bat.shape[2] = 4"),
+                       ({"num_heads": 2, "window": 17}, "attribute(s) window: the op's node "
+                        "takes num_heads and config")):
+        blk = Block(attrs=attrs)
+        before = blk.model.SerializeToString()
+        raises(onnx_samel.RewriteError, msg, onnx_samel.rewrite, blk.model)
+        assert blk.model.SerializeToString() == before
     # a model without the op: nothing to do
     m = helper.make_model(helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"])], "g",

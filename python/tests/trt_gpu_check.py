@@ -214,13 +214,17 @@ def run_plugin(b, dtype, sizes, make, tol):
     return worst
 
 
-def run_case(pid, dtype, H, shared, sizes, cfg, tol):
+def run_case(pid, dtype, H, shared, sizes, cfg, tol, published=False):
     """The op: one engine build (dynamic B, N) with q, k (B, N, 2H, D) and v (B, N, 2H or H,
-    D), against _util.reference."""
+    D), against _util.reference. published: the layer from the node as SAME-L's published
+    graphs carry it (num_heads only), its attribute handed over as the ONNX parser does;
+    else the layer dswa.trt.op makes (config)."""
     t = TRT_DT[dtype]
     vh = H if shared else 2 * H
     ins = [(t, ("B", "N", 2 * H, D)), (t, ("B", "N", 2 * H, D)), (t, ("B", "N", vh, D))]
-    b = B_.build(pid, ins, {"config": dt.attrs(pid)}, {"B": (1, 2, 4), "N": (1, 256, 2048)})
+    fields = trt_standin.onnx_plugin_fields(pid, trt_standin.published_node(H)) if published \
+        else {"config": dt.attrs(pid)}
+    b = B_.build(pid, ins, fields, {"B": (1, 2, 4), "N": (1, 256, 2048)})
     scale = D ** -0.5 if cfg.scale is None else cfg.scale
 
     def make(B, N, rng):
@@ -264,17 +268,22 @@ for pid, kw, dtypes, tolkey in cases:
     kw = dict(kw)
     dt.register(pid, arch=kw.pop("arch", arch), **kw)
     cfg = dt.parse(dt.attrs(pid))
+    # SAME-L's id also from the published node: H = 24 with V duplicated, as the graphs run it
+    shapes = [(2, True, False), (3, False, False)] + \
+        ([(24, False, True)] if pid == dt.PLUGIN_ID else [])
     for dtype in dtypes:
-        for H, shared in ((2, True), (3, False)):
+        for H, shared, published in shapes:
             sizes = [(1, 5), (2, 300), (3, 130)] if shared else [(1, 1000), (2, 64)]
+            what = f"{pid}{' (published node)' if published else ''} {dtype} H={H} " \
+                f"shared_v={shared}"
             try:
-                name, worst = run_case(pid, dtype, H, shared, sizes, cfg, TOL[tolkey or dtype])
-                print(f"PASS  {trt.__version__} {pid} {dtype} H={H} shared_v={shared} "
-                      f"{name}: worst relative error {worst:.2e}", flush=True)
+                name, worst = run_case(pid, dtype, H, shared, sizes, cfg, TOL[tolkey or dtype],
+                                       published)
+                print(f"PASS  {trt.__version__} {what} {name}: worst relative error "
+                      f"{worst:.2e}", flush=True)
             except Exception as e:
                 failed += 1
-                print(f"FAIL  {trt.__version__} {pid} {dtype} H={H} shared_v={shared}: {e}",
-                      flush=True)
+                print(f"FAIL  {trt.__version__} {what}: {e}", flush=True)
 dt.register_samel(arch=arch)
 samel_cases = [   # (layer settings, dtypes, tolerance key, arch): band and scalar kernels
     ({"q_alpha": 0.8, "k_alpha": 1.3}, ("f32", "f16", "bf16"), None, None),        # SAME-L

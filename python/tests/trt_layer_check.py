@@ -419,37 +419,10 @@ def network_call_with_current_numpy():
 
 
 # ---- the node as SAME-L's published graphs carry it --------------------------------------------
-def published_node(num_heads=24, **extra):
-    """The attention node of SAME-L's published encoder/decoder graphs, made with onnx.helper in
-    a checked model: samel::diff_attn_swa(q_bat, k_bat, v_bat) -> one output, and exactly one
-    attribute, the INT num_heads (extra: attributes added for the refusal checks)."""
-    import onnx
-    from onnx import TensorProto, helper
-    H2 = 2 * num_heads if isinstance(num_heads, int) and num_heads > 0 else 48
-    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["B", "N", H2, D])
-           for n in ("q_bat", "k_bat", "v_bat")]
-    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, ["B", "N", H2 // 2, D])
-    node = helper.make_node("diff_attn_swa", ["q_bat", "k_bat", "v_bat"], ["out"],
-                            domain="samel", num_heads=num_heads, **extra)
-    model = helper.make_model(helper.make_graph([node], "attn", ins, [out]),
-                              opset_imports=[helper.make_opsetid("", 17),
-                                             helper.make_opsetid("samel", 1)])
-    onnx.checker.check_model(model)
-    node = model.graph.node[0]
-    if not extra:
-        assert [(a.name, a.type, a.i) for a in node.attribute] == \
-            [("num_heads", onnx.AttributeProto.INT, num_heads)]
-        assert (node.domain, node.op_type, len(node.input), len(node.output)) == \
-            ("samel", "diff_attn_swa", 3, 1)
-    return node
-
-
 def build_node(pid, node, dtype, H, shared, request="UNKNOWN", profile=PROFILE, ins=None):
     """One layer of `node` built as TensorRT builds a parsed ONNX node: its attributes handed to
     pid's creator as the ONNX parser hands them (trt_standin.onnx_plugin_fields)."""
-    ns, name = pid.split("::")
-    creator = trt.get_plugin_registry().get_creator(name, "1", ns)
-    fields = trt_standin.onnx_plugin_fields(creator, node)
+    fields = trt_standin.onnx_plugin_fields(pid, node)
     return B_.build(pid, ins or inputs(dtype, H, shared), fields, profile, request)
 
 
@@ -464,7 +437,8 @@ def published_node_builds():
     pid = dt.PLUGIN_ID
     cfg = dt.parse(dt.attrs(pid))
     n = 0
-    for node in (published_node(24), published_node(24, config=dt.attrs(pid))):
+    for node in (trt_standin.published_node(24),
+                 trt_standin.published_node(24, config=dt.attrs(pid))):
         for dtype in (_lib.F32, _lib.F16, _lib.BF16):
             for shared in (False, True):
                 b = build_node(pid, node, dtype, 24, shared)
@@ -493,7 +467,7 @@ def published_node_jit():
     as JIT; at run time, with the engine's (empty) fields, SAME-L's settings."""
     pid = "dswatest::pubjit"
     dt.register(pid, impl="jit")
-    b = build_node(pid, published_node(2), _lib.F16, 2, True)
+    b = build_node(pid, trt_standin.published_node(2), _lib.F16, 2, True)
     assert not b.aot and b.supported and b.serialized == {}, b.serialized
     assert [repr(x) for x in b.output_shapes[0]] == ["B", "N", "2", "64"]
     seen = jit_run(pid, [], "STRICT_JIT" if HAS_AOT else "UNKNOWN")
@@ -507,18 +481,19 @@ def published_node_refusals():
     settings; a config that disagrees; num_heads that is not one positive integer."""
     pid = dt.PLUGIN_ID if HAS_AOT else "dswatest::pubjit"
     e = expect(ValueError, "num_heads = 12 but q_bat.shape[2] = 48", build_node, pid,
-               published_node(12), _lib.F16, 24, False)
+               trt_standin.published_node(12), _lib.F16, 24, False)
     assert "2 * num_heads = 24" in e, e
     expect(ValueError, "num_heads = [0]: must be one integer > 0", build_node, pid,
-           published_node(0), _lib.F16, 24, False)
+           trt_standin.published_node(0), _lib.F16, 24, False)
     other = "dswatest::w9node"
     dt.register(other, window=9, arch=ARCH, impl="aot" if HAS_AOT else "jit")
     e = expect(ValueError, "the node has no config attribute, which means SAME-L's settings",
-               build_node, other, published_node(2), _lib.F16, 2, False)
+               build_node, other, trt_standin.published_node(2), _lib.F16, 2, False)
     assert "registered with window_left=9, window_right=9" in e, e
-    build_node(other, published_node(2, config=dt.attrs(other)), _lib.F16, 2, False)
+    build_node(other, trt_standin.published_node(2, config=dt.attrs(other)), _lib.F16, 2,
+               False)
     expect(ValueError, "is not the registered", build_node, other,
-           published_node(2, config=dt.attrs(pid)), _lib.F16, 2, False)
+           trt_standin.published_node(2, config=dt.attrs(pid)), _lib.F16, 2, False)
 
 
 @check
@@ -544,7 +519,7 @@ def published_node_with_an_int_annotation():
     size1_fix = "f.data.size == 1" in lib_src
     numpy_24 = tuple(int(x) for x in np.__version__.split(".")[:2]) >= (2, 4)
     try:
-        build_node(pid, published_node(2), _lib.F16, 2, True)
+        build_node(pid, trt_standin.published_node(2), _lib.F16, 2, True)
         outcome = None
     except TypeError as e:
         outcome = str(e)

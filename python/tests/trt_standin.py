@@ -346,14 +346,18 @@ _ONNX_TO_FIELD = {"INT32": np.int32, "INT64": np.int64, "INT16": np.int16, "INT8
                   "FLOAT32": np.float32, "FLOAT64": np.float64, "FLOAT16": np.float16}
 
 
-def onnx_plugin_fields(creator, node):
+def onnx_plugin_fields(plugin_id, node):
     """The PluginFieldCollection TensorRT's ONNX parser builds for a node it hands to a plugin
     creator (onnx-tensorrt's fallback plugin importer): for each field the creator declares,
     in the creator's order, the node's attribute of that name converted to the declared field
     type (an INT attribute to one int32 for an INT32 field, to one int64 for INT64; a STRING
     to CHAR bytes); a declared field the node lacks is left out; an attribute the creator does
-    not declare is not handed over. node: an onnx.NodeProto."""
+    not declare is not handed over. node: an onnx.NodeProto; plugin_id: "ns::name", whose
+    registered creator receives it."""
     import onnx
+    ns, name = plugin_id.split("::")
+    creator = get_plugin_registry().get_creator(name, "1", ns)
+    assert creator is not None, f"no creator registered for {plugin_id}"
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     fields = []
     for decl in creator.field_names:
@@ -369,6 +373,31 @@ def onnx_plugin_fields(creator, node):
         else:
             raise NotImplementedError(f"field {decl.name}: type {t} is not modelled here")
     return PluginFieldCollection(fields)
+
+
+def published_node(num_heads=24, **extra):
+    """The attention node of SAME-L's published encoder/decoder graphs, made with onnx.helper in
+    a checked model: samel::diff_attn_swa(q_bat, k_bat, v_bat) -> one output, and exactly one
+    attribute, the INT num_heads (extra: attributes added for the refusal checks)."""
+    import onnx
+    from onnx import TensorProto, helper
+    H2 = 2 * num_heads if isinstance(num_heads, int) and num_heads > 0 else 48
+    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["B", "N", H2, 64])
+           for n in ("q_bat", "k_bat", "v_bat")]
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, ["B", "N", H2 // 2, 64])
+    node = helper.make_node("diff_attn_swa", ["q_bat", "k_bat", "v_bat"], ["out"],
+                            domain="samel", num_heads=num_heads, **extra)
+    model = helper.make_model(helper.make_graph([node], "attn", ins, [out]),
+                              opset_imports=[helper.make_opsetid("", 17),
+                                             helper.make_opsetid("samel", 1)])
+    onnx.checker.check_model(model)
+    node = model.graph.node[0]
+    if not extra:
+        assert [(a.name, a.type, a.i) for a in node.attribute] == \
+            [("num_heads", onnx.AttributeProto.INT, num_heads)]
+        assert (node.domain, node.op_type, len(node.input), len(node.output)) == \
+            ("samel", "diff_attn_swa", 3, 1)
+    return node
 
 
 def _field(k, v):
