@@ -3,15 +3,22 @@ SAME-L attention block (below, "The fused block").
 
     import dswa.trt
     dswa.trt.register()                  # "samel::diff_attn_swa", window 17, scale 1/8, lambda 1
-    layer = network.add_plugin(dswa.trt.op(q, k, v))    # or trtp.op.samel.diff_attn_swa(
-                                                        #    q, k, v, config=dswa.trt.attrs())
+    # then parse SAME-L's published ONNX graph as it is, or in a network of your own:
+    layer = network.add_plugin(dswa.trt.op(q, k, v))
 
 Inputs q_bat, k_bat (B, N, 2H, D = 64) and v_bat (B, N, 2H, D), or (B, N, H, D) for one V
 read by both pairs; one dtype for all (float32, float16, bfloat16); output (B, N, H, D) of that
 dtype. H comes from the shapes (q_bat.shape[2] = 2H must be fixed at build time; B and N may be
-dynamic). The layer has one attribute, `config` (a string: windows, scale, lambda, math), which
-must equal what the id was registered with (dswa.trt.attrs() gives it); it is what the JIT path
-serializes into the engine. An ONNX node for the op carries the same `config` attribute.
+dynamic). The layer's attributes, both optional:
+- `num_heads` (H; an int32 array of one element): what SAME-L's published encoder and decoder
+  graphs carry, alone. Checked against q_bat.shape[2] = 2 * num_heads.
+- `config` (a string: windows, scale, lambda, math; dswa.trt.attrs() gives it): must equal what
+  the id was registered with. A node without it means SAME-L's settings (window 17 each side,
+  scale 1/8, lambda 1), and the id must be registered with those (math is the registration's).
+dswa.trt.op() gives both. num_heads is an array attribute on purpose: TensorRT's plugin layer
+(10.x to 11.1) converts an `int` attribute with int(array), which NumPy 2.4 refuses, and an
+array attribute with astype on every version; the ONNX parser hands an INT attribute over as
+the field type the plugin declares (int32 here).
 
 Implementations (register(impl=...)):
 - "aot" (default; TensorRT 10.9+): the library's own kernel as PTX, with grid, block, shared
@@ -21,7 +28,8 @@ Implementations (register(impl=...)):
   be captured in a CUDA graph. With only this implementation registered, every builder flag
   (none, PREFER_AOT_PYTHON_PLUGINS, PREFER_JIT_PYTHON_PLUGINS) builds it.
 - "jit": dswa_forward_cuda on TensorRT's stream at enqueue (needs libdswa.so and Python at run
-  time; TensorRT 10.6+).
+  time; TensorRT 10.6+). The engine stores no settings: the process that runs it registers the
+  id with the settings it was built with (checked against each node at build time).
 - "both": TensorRT then needs NetworkDefinitionCreationFlag.PREFER_AOT_PYTHON_PLUGINS or
   PREFER_JIT_PYTHON_PLUGINS (or network.add_plugin(..., aot=True/False)); without one, building
   fails with TensorRT's "has both AOT and JIT implementations" error, which names the flags.
