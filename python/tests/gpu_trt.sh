@@ -6,7 +6,7 @@
 # needed). Fetch the wheels on a machine with PyPI, for the GPU machine's Python (3.12 here):
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-#     -d .whl tensorrt-cu13-bindings==11.4.0.106 tensorrt-cu12-bindings==10.9.0.34
+#     -d .whl tensorrt-cu13-bindings==11.4.0.106 tensorrt-cu12-bindings==10.15.1.29
 # Needs python3 with numpy and the library (DSWA_LIB, default $BUILD/libdswa.so, BUILD=build).
 # Exit 0 when every check passed or was skipped (no GPU, no wheel: said so), 1 otherwise.
 cd "$(dirname "$0")/../.." || exit 1
