@@ -112,7 +112,8 @@ static void pass_queries(const bwd_plan *P, float *mem, int64_t t) {
     const dswa_dtype dt = p->dtype;
     const int64_t D = P->D, Dp = P->Dp, R = P->rows;
     float *kr[2] = {mem, mem + R * Dp}, *vr[2] = {mem + 2 * R * Dp, mem + 3 * R * Dp};
-    float *qrow = mem + 4 * R * Dp, *da = qrow + Dp, *a = da + Dp, *acc = a + Dp, *s = acc + Dp;
+    float *qrow = mem + 4 * R * Dp, *g = qrow + Dp, *da = g + Dp, *a = da + Dp, *acc = a + Dp;
+    float *s = acc + Dp;
     int64_t b, h, r0, r1;
     task_rows(P, t, &b, &h, &r0, &r1);
     const int64_t klo = win_lo(P, r0), khi = win_hi(P, r1 - 1);
@@ -129,11 +130,11 @@ static void pass_queries(const bwd_plan *P, float *mem, int64_t t) {
     double part = 0.0;  /* this task's share of dlambda, summed in row order */
     for (int64_t i = r0; i < r1; i++) {
         const int64_t lo = win_lo(P, i), hi = win_hi(P, i);
+        load_row(g, P->dout, off5(&bp->dout, b, i, 0, h), bp->dout.dim, D, Dp, dt);
         for (int pr = 0; pr < 2; pr++) {
             load_row(qrow, P->q, off5(&p->q, b, i, pr, h), p->q.dim, D, Dp, dt);
-            load_row(da, P->dout, off5(&bp->dout, b, i, 0, h), bp->dout.dim, D, Dp, dt);
             const float c = pr == 0 ? 1.0f : -p->lambda;
-            for (int64_t d = 0; d < Dp; d++) da[d] *= c;
+            for (int64_t d = 0; d < Dp; d++) da[d] = c * g[d];
             float *st = stats_at(P, b, i, h, pr);
             /* The max propagates a NaN score (a comparison with NaN never replaces it). */
             float m = -INFINITY;
@@ -159,10 +160,8 @@ static void pass_queries(const bwd_plan *P, float *mem, int64_t t) {
             for (int64_t d = 0; d < D; d++) acc[d] *= p->scale;
             store_row(P->dq, off5(&bp->dq, b, i, pr, h), bp->dq.dim, acc, D, dt);
             if (pr == 1 && P->partial) {
-                /* da = -lambda * dout: recover dout * A_1 without dividing by lambda. */
-                load_row(qrow, P->dout, off5(&bp->dout, b, i, 0, h), bp->dout.dim, D, Dp, dt);
                 double r = 0.0;
-                for (int64_t d = 0; d < D; d++) r += (double)qrow[d] * (double)a[d];
+                for (int64_t d = 0; d < D; d++) r += (double)g[d] * (double)a[d];
                 part -= r;
             }
         }
@@ -190,7 +189,7 @@ static void pass_keys(const bwd_plan *P, float *mem, int64_t t) {
             float *da = dar[pr] + (i - ilo) * Dp;
             load_row(qr[pr] + (i - ilo) * Dp, P->q, off5(&p->q, b, i, pr, h), p->q.dim, D, Dp, dt);
             load_row(da, P->dout, off5(&bp->dout, b, i, 0, h), bp->dout.dim, D, Dp, dt);
-            for (int64_t d = 0; d < Dp; d++) da[d] *= c;   /* as pass 1 forms dA */
+            for (int64_t d = 0; d < Dp; d++) da[d] = c * da[d];   /* as pass 1 forms dA */
         }
     }
     const int sum_dv = bp->dv.pair == 0;
@@ -245,9 +244,9 @@ dswa_status dswa_cpu_backward(const dswa_backward_problem *bp, const void *q, co
     const int team = P.ntask < omp_get_max_threads() ? (int)P.ntask : omp_get_max_threads();
     size_t per, nstats, scratch, bytes;
     int overflow = __builtin_mul_overflow((size_t)P.rows, 4, &per) ||
-                   __builtin_add_overflow(per, 5 + 1, &per) ||   /* 5 rows of Dp, and s */
+                   __builtin_add_overflow(per, 5, &per) ||   /* pass 1's 5 rows of Dp */
                    __builtin_mul_overflow(per, (size_t)P.Dp, &per) ||
-                   __builtin_add_overflow(per, (size_t)P.rows, &per) ||
+                   __builtin_add_overflow(per, (size_t)P.rows, &per) ||   /* and its scores */
                    __builtin_mul_overflow(per, (size_t)team, &scratch) ||
                    __builtin_mul_overflow((size_t)p->batch * (size_t)N, (size_t)p->heads * 6,
                                           &nstats) ||

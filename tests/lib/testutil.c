@@ -54,6 +54,14 @@ uint64_t tu_fresh_seed(void) {
     return tu_rng_u64(&r);
 }
 
+uint64_t tu_test_seed(void) {
+    const char *env = getenv("DSWA_TEST_SEED");
+    const uint64_t seed = env ? strtoull(env, NULL, 0) : tu_fresh_seed();
+    printf("seed %llu (DSWA_TEST_SEED=%llu repeats this run)\n", (unsigned long long)seed,
+           (unsigned long long)seed);
+    return seed;
+}
+
 int64_t tu_rng_range(tu_rng *r, int64_t n) {
     return n <= 0 ? 0 : (int64_t)(tu_rng_u64(r) % (uint64_t)n);
 }

@@ -20,6 +20,9 @@ double tu_rng_uniform(tu_rng *r);              /* in (0, 1) */
 double tu_rng_normal(tu_rng *r);               /* standard normal */
 int64_t tu_rng_range(tu_rng *r, int64_t n);    /* in [0, n) */
 uint64_t tu_fresh_seed(void);                  /* differs run to run: clock and process id */
+/* A test program's seed: DSWA_TEST_SEED when set, else a fresh one; printed as
+   "seed N (DSWA_TEST_SEED=N repeats this run)" so that a failure can be repeated. */
+uint64_t tu_test_seed(void);
 
 /* ---- element encoding (round to nearest even; the tests' own code) -------------------- */
 uint16_t tu_f32_to_f16(float f);
