@@ -136,8 +136,9 @@ dswa_status dswa_reference_rows(const dswa_problem *p, const void *q, const void
    docs/BACKWARD.md has the memory, the order of the sums and what is not built yet. */
 
 typedef struct dswa_backward_problem {
-    dswa_problem fwd;          /* the forward's problem: sizes, windows, scalars, dtype, math,
-                                  and the layouts of q, k, v (fwd.out is not read: dout has its own) */
+    dswa_problem fwd;          /* the forward's problem: sizes, windows, scalars, dtype, math
+                                  and the layouts of q, k, v (fwd.out is not read: dout has
+                                  its own; its strides are checked as the forward's are) */
     dswa_layout dout;          /* [batch, seq, -, head, dim] like out (pair ignored); any strides,
                                   0 included: dout is read only */
     dswa_layout dq, dk, dv;    /* [batch, seq, pair, head, dim]; distinct elements must not share
@@ -161,10 +162,11 @@ dswa_status dswa_validate_backward(const dswa_backward_problem *p, const void *q
                                    const void *dk, const void *dv, const float *dlambda);
 
 /* Host memory. Writes every element of dq, dk and dv (in the problem's dtype) and, when
-   dlambda is not NULL, *dlambda (0 for an empty problem). fp32 arithmetic like the forward;
-   dlambda is summed in double. Allocates an O(B*N*H) table of per-row softmax statistics and
-   per-thread rows, never N x N (DSWA_ERR_OUT_OF_MEMORY if it cannot; nothing written). On
-   any failure nothing has been written. The CUDA backward is not built yet. */
+   dlambda is not NULL, *dlambda (0 for an empty problem). fp32 arithmetic like the forward
+   (p->fwd.math is for GPU backends); dlambda is summed in double. Allocates an O(B*N*H)
+   table of per-row softmax statistics and per-thread rows, never N x N
+   (DSWA_ERR_OUT_OF_MEMORY if it cannot). On any failure nothing has been written. The CUDA
+   backward is not built yet. */
 dswa_status dswa_backward_cpu(const dswa_backward_problem *p, const void *q, const void *k,
                               const void *v, const void *dout, void *dq, void *dk, void *dv,
                               float *dlambda);
@@ -172,9 +174,9 @@ dswa_status dswa_backward_cpu(const dswa_backward_problem *p, const void *q, con
 /* The backward in double precision, written from the math above and sharing no code with the
    backends (nor with dswa_reference_rows beyond the element decoders): for each query, its
    softmax row recomputed, dS with the row sum of P * dP, and every gradient accumulated
-   serially (scattered into dk and dv). Dense doubles: dq and dk [B][N][2][H][D], dv
-   [B][N][PV][H][D] with PV = 1 when p->dv.pair == 0 (the summed dV) and 2 otherwise,
-   element ((((b * N + i) * P + pair) * H + h) * D + d); *dlambda when dlambda is not NULL.
+   serially (scattered into dk and dv). Dense doubles [B][N][P][H][D], element
+   ((((b * N + i) * P + pair) * H + h) * D + d), with P = 2 for dq and dk, and for dv P = 1
+   when p->dv.pair == 0 (the summed dV), else 2; *dlambda when dlambda is not NULL.
    Inputs are checked as dswa_validate_backward checks them (the gradient layouts' strides
    too; they are not otherwise read). Host memory; OpenMP threads where built with it. */
 dswa_status dswa_reference_backward(const dswa_backward_problem *p, const void *q, const void *k,
