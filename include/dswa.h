@@ -117,6 +117,72 @@ const char *dswa_cpu_isa(void);
 dswa_status dswa_reference_rows(const dswa_problem *p, const void *q, const void *k,
                                 const void *v, int32_t row_begin, int32_t row_end, double *out);
 
+/* ---- backward ------------------------------------------------------------------------ */
+/* The gradients of the op above (not of the fused block): given dout = dL/d(out), for each
+   batch b, head h and pair p, with P_p the softmax weights of the forward, A_p the pair's
+   attention output, and c_0 = 1, c_1 = -lambda:
+     dA_p[i]   = c_p * dout[b,i,h,:]
+     dP_p(i,j) = <dA_p[i], V[b,j,p,h,:]>,  dS_p(i,j) = P_p(i,j) * (dP_p(i,j) - <dA_p[i], A_p[i]>)
+     dq[b,i,p,h,:] = scale * sum_{j in J(i)} dS_p(i,j) * K[b,j,p,h,:]
+     dk[b,j,p,h,:] = scale * sum_{i : j in J(i)} dS_p(i,j) * Q[b,i,p,h,:]
+     dv[b,j,p,h,:] = sum_{i : j in J(i)} P_p(i,j) * dA_p[i]
+     dlambda       = -sum_{b,i,h,d} dout[b,i,h,d] * A_1[b,i,h,d]
+   Gradients are of the views' elements: dq, dk and dv have the input's [batch, seq, pair,
+   head, dim] shape, each with its own strides. dv.pair == 0 asks for one dV for both pairs,
+   holding the sum of their contributions: the gradient of a V that both pairs read (SAME-L's
+   shared V), whatever v.pair is; otherwise each pair's own is written. Nothing is saved from
+   the forward: what the backward needs is recomputed. Results are deterministic: bitwise the
+   same on every run and for every number of threads (no atomics; every sum in a fixed order).
+   docs/BACKWARD.md has the memory, the order of the sums and what is not built yet. */
+
+typedef struct dswa_backward_problem {
+    dswa_problem fwd;          /* the forward's problem: sizes, windows, scalars, dtype, math
+                                  and the layouts of q, k, v (fwd.out is not read: dout has
+                                  its own; its strides are checked as the forward's are) */
+    dswa_layout dout;          /* [batch, seq, -, head, dim] like out (pair ignored); any strides,
+                                  0 included: dout is read only */
+    dswa_layout dq, dk, dv;    /* [batch, seq, pair, head, dim]; distinct elements must not share
+                                  memory, except through dv.pair == 0 (the summed dV) */
+} dswa_backward_problem;
+
+/* The backward of *fwd with gradients laid out like their inputs (dq like q, dk like k, dv
+   like v: a V shared through v.pair == 0 gets the summed dV) and dout like fwd->out. */
+dswa_backward_problem dswa_backward_problem_default(const dswa_problem *fwd);
+
+/* Checks a problem and its pointers exactly as the backward functions do, computing nothing:
+   the forward's checks on p->fwd and q, k, v (same messages), then dout, dq, dk, dv as views
+   (non-NULL, within the address range), the gradients' elements distinct, no gradient sharing
+   a byte with an input (q, k, v, dout: compared by spans, as the forward compares out) or an
+   element with another gradient (packed gradients, e.g. chunks of one (B, N, 5*H*D) buffer,
+   are fine), and *dlambda (when not NULL) sharing no byte with any of them. DSWA_OK or
+   DSWA_ERR_INVALID_ARGUMENT with a message naming the field and its value. As for the forward,
+   batch or seq_len 0 is a valid no-op whose pointers are not checked. */
+dswa_status dswa_validate_backward(const dswa_backward_problem *p, const void *q, const void *k,
+                                   const void *v, const void *dout, const void *dq,
+                                   const void *dk, const void *dv, const float *dlambda);
+
+/* Host memory. Writes every element of dq, dk and dv (in the problem's dtype) and, when
+   dlambda is not NULL, *dlambda (0 for an empty problem). fp32 arithmetic like the forward
+   (p->fwd.math is for GPU backends); dlambda is summed in double. Allocates an O(B*N*H)
+   table of per-row softmax statistics and per-thread rows, never N x N
+   (DSWA_ERR_OUT_OF_MEMORY if it cannot). On any failure nothing has been written. The CUDA
+   backward is not built yet. */
+dswa_status dswa_backward_cpu(const dswa_backward_problem *p, const void *q, const void *k,
+                              const void *v, const void *dout, void *dq, void *dk, void *dv,
+                              float *dlambda);
+
+/* The backward in double precision, written from the math above and sharing no code with the
+   backends (nor with dswa_reference_rows beyond the element decoders): for each query, its
+   softmax row recomputed, dS with the row sum of P * dP, and every gradient accumulated
+   serially (scattered into dk and dv). Dense doubles [B][N][P][H][D], element
+   ((((b * N + i) * P + pair) * H + h) * D + d), with P = 2 for dq and dk, and for dv P = 1
+   when p->dv.pair == 0 (the summed dV), else 2; *dlambda when dlambda is not NULL.
+   Inputs are checked as dswa_validate_backward checks them (the gradient layouts' strides
+   too; they are not otherwise read). Host memory; OpenMP threads where built with it. */
+dswa_status dswa_reference_backward(const dswa_backward_problem *p, const void *q, const void *k,
+                                    const void *v, const void *dout, double *dq, double *dk,
+                                    double *dv, double *dlambda);
+
 /* ---- The fused SAME-L attention block ---------------------------------------------- */
 /* SAME-L's whole attention block between its to_qkv and to_out projections, from the packed
    projection X (B, N, 5*H*D), read in place as chunks q, k, v, q_diff, k_diff (in that order),

@@ -570,11 +570,7 @@ static void test_api(void) {
 }
 
 int main(void) {
-    const char *env = getenv("DSWA_TEST_SEED");
-    const uint64_t seed = env ? strtoull(env, NULL, 0) : tu_fresh_seed();
-    printf("seed %llu (DSWA_TEST_SEED=%llu repeats this run)\n", (unsigned long long)seed,
-           (unsigned long long)seed);
-    tu_rng_init(&rng, seed);
+    tu_rng_init(&rng, tu_test_seed());
     test_reference();
     test_api();
     test_cases();

@@ -1,5 +1,6 @@
-/* Public entry points: the default problem, its sizes, and dispatch. Each forward function
-   runs the shared validation first, then hands a non-empty problem to its backend. */
+/* Public entry points: the default problems, their sizes, and dispatch. Each forward and
+   backward function runs the shared validation first, then hands a non-empty problem to its
+   backend. */
 #include <math.h>
 #include "core/internal.h"
 
@@ -55,6 +56,30 @@ dswa_status dswa_forward_cuda(const dswa_problem *p, const void *q, const void *
         return DSWA_ERR_NO_DEVICE;  /* dswa_cuda_probe recorded why */
     if (p->batch == 0 || p->seq_len == 0) return DSWA_OK;
     return dswa_cuda_launch(p, q, k, v, out, stream);
+}
+
+dswa_backward_problem dswa_backward_problem_default(const dswa_problem *fwd) {
+    dswa_backward_problem p;
+    memset(&p, 0, sizeof p);
+    if (!fwd) return p;
+    p.fwd = *fwd;
+    p.dout = fwd->out;
+    p.dq = fwd->q;
+    p.dk = fwd->k;
+    p.dv = fwd->v;
+    return p;
+}
+
+dswa_status dswa_backward_cpu(const dswa_backward_problem *p, const void *q, const void *k,
+                              const void *v, const void *dout, void *dq, void *dk, void *dv,
+                              float *dlambda) {
+    dswa_status s = dswa_validate_backward(p, q, k, v, dout, dq, dk, dv, dlambda);
+    if (s != DSWA_OK) return s;
+    if (p->fwd.batch == 0 || p->fwd.seq_len == 0) {
+        if (dlambda) *dlambda = 0.0f;  /* the gradient of an empty sum */
+        return DSWA_OK;
+    }
+    return dswa_cpu_backward(p, q, k, v, dout, dq, dk, dv, dlambda);
 }
 
 int dswa_cuda_available(void) {

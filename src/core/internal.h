@@ -18,6 +18,11 @@ extern "C" {
 dswa_status dswa_validate_inputs(const dswa_problem *p, const void *q, const void *k,
                                  const void *v);
 
+/* dswa_validate_backward's checks of the problem, its layouts' strides and the inputs q, k,
+   v, dout only: what dswa_reference_backward checks. */
+dswa_status dswa_validate_backward_inputs(const dswa_backward_problem *p, const void *q,
+                                          const void *k, const void *v, const void *dout);
+
 /* The CUDA backend, compiled from src/cuda/ when nvcc is present and otherwise from
    src/cuda/absent.c. Called only after dswa_validate succeeded and the problem is non-empty. */
 dswa_status dswa_cuda_launch(const dswa_problem *p, const void *q, const void *k,
@@ -31,6 +36,12 @@ int dswa_cuda_probe(void);
 /* The CPU backend (src/cpu/cpu_backend.c); same precondition. */
 dswa_status dswa_cpu_run(const dswa_problem *p, const void *q, const void *k,
                          const void *v, void *out);
+
+/* The CPU backward (src/cpu/backward.c); called only after dswa_validate_backward succeeded
+   and the problem is non-empty. */
+dswa_status dswa_cpu_backward(const dswa_backward_problem *p, const void *q, const void *k,
+                              const void *v, const void *dout, void *dq, void *dk, void *dv,
+                              float *dlambda);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/internal.h"
+#include "ref/ref64.h"
 
 /* 2^e as a double, built from its bits (e in the normal range). */
 static double pow2(int e) {
@@ -40,8 +41,7 @@ static double bf16_to_double(uint16_t h) {
     return sign ? -x : x;
 }
 
-/* Element `idx` (in elements, not bytes) of a buffer of `dtype`, as a double. */
-static double load(const void *buf, int64_t idx, dswa_dtype dtype) {
+double dswa_ref_load(const void *buf, int64_t idx, dswa_dtype dtype) {
     switch (dtype) {
     case DSWA_F32: {
         float f;
@@ -62,8 +62,7 @@ static double load(const void *buf, int64_t idx, dswa_dtype dtype) {
     return NAN;
 }
 
-/* Element offset of [b, i, p, h, d] in an input view. */
-static int64_t in_offset(const dswa_layout *l, int64_t b, int64_t i, int64_t p, int64_t h, int64_t d) {
+int64_t dswa_ref_offset(const dswa_layout *l, int64_t b, int64_t i, int64_t p, int64_t h, int64_t d) {
     return b * l->batch + i * l->seq + p * l->pair + h * l->head + d * l->dim;
 }
 
@@ -89,15 +88,15 @@ static int pair_rows(const dswa_problem *p, const void *q, const void *k, const 
     }
     for (int64_t j = jlo; j <= jhi; j++)
         for (int64_t d = 0; d < D; d++) {
-            kd[(j - jlo) * D + d] = load(k, in_offset(&p->k, b, j, pr, h, d), p->dtype);
-            vd[(j - jlo) * D + d] = load(v, in_offset(&p->v, b, j, pr, h, d), p->dtype);
+            kd[(j - jlo) * D + d] = dswa_ref_load(k, dswa_ref_offset(&p->k, b, j, pr, h, d), p->dtype);
+            vd[(j - jlo) * D + d] = dswa_ref_load(v, dswa_ref_offset(&p->v, b, j, pr, h, d), p->dtype);
         }
     for (int64_t i = i0; i < i1; i++) {
         double *a = A + (i - i0) * D;
         const int64_t lo = i - WL < 0 ? 0 : i - WL;
         const int64_t hi = i + WR > N - 1 ? N - 1 : i + WR;
         for (int64_t d = 0; d < D; d++)
-            qd[d] = load(q, in_offset(&p->q, b, i, pr, h, d), p->dtype);
+            qd[d] = dswa_ref_load(q, dswa_ref_offset(&p->q, b, i, pr, h, d), p->dtype);
         /* scores, and their maximum; a NaN score makes the whole softmax NaN */
         double m = -INFINITY;
         int any_nan = 0;

@@ -54,6 +54,14 @@ uint64_t tu_fresh_seed(void) {
     return tu_rng_u64(&r);
 }
 
+uint64_t tu_test_seed(void) {
+    const char *env = getenv("DSWA_TEST_SEED");
+    const uint64_t seed = env ? strtoull(env, NULL, 0) : tu_fresh_seed();
+    printf("seed %llu (DSWA_TEST_SEED=%llu repeats this run)\n", (unsigned long long)seed,
+           (unsigned long long)seed);
+    return seed;
+}
+
 int64_t tu_rng_range(tu_rng *r, int64_t n) {
     return n <= 0 ? 0 : (int64_t)(tu_rng_u64(r) % (uint64_t)n);
 }
@@ -235,11 +243,10 @@ int tu_is_poison(const void *buf, int64_t idx, dswa_dtype dtype) {
     return h == (dtype == DSWA_F16 ? POISON_F16 : POISON_BF16);
 }
 
-tu_outbuf tu_outbuf_new(const dswa_problem *p) {
+tu_outbuf tu_outbuf_alloc(int64_t span, dswa_dtype dtype) {
     tu_outbuf o;
-    o.dtype = p->dtype;
-    o.span = dswa_view_span(p, &p->out, 1);
-    if (o.span < 0) o.span = 0;
+    o.dtype = dtype;
+    o.span = span < 0 ? 0 : span;
     o.total = o.span + 2 * TU_GUARD;
     o.base = tu_alloc(o.total, o.dtype);
     tu_poison(o.base, o.total, o.dtype);
@@ -247,25 +254,33 @@ tu_outbuf tu_outbuf_new(const dswa_problem *p) {
     return o;
 }
 
+tu_outbuf tu_outbuf_new(const dswa_problem *p) {
+    return tu_outbuf_alloc(dswa_view_span(p, &p->out, 1), p->dtype);
+}
+
 void tu_outbuf_free(tu_outbuf *o) {
     tu_free(o->base);
     o->base = o->out = NULL;
 }
 
-void tu_outbuf_check(const dswa_problem *p, const tu_outbuf *o, int64_t *unwritten,
-                     int64_t *clobbered) {
+void tu_outbuf_check_views(const dswa_problem *p, const tu_outbuf *o, const tu_view *v, int n,
+                           int64_t *unwritten, int64_t *clobbered) {
     unsigned char *in_view = calloc((size_t)o->total, 1);
     if (!in_view) abort();
     int64_t un = 0, cl = 0;
-    for (int64_t b = 0; b < p->batch; b++)
-        for (int64_t i = 0; i < p->seq_len; i++)
-            for (int64_t h = 0; h < p->heads; h++)
-                for (int64_t d = 0; d < p->head_dim; d++) {
-                    const int64_t off = TU_GUARD + b * p->out.batch + i * p->out.seq +
-                                        h * p->out.head + d * p->out.dim;
-                    if (off < 0 || off >= o->total) { un++; continue; }   /* cannot happen */
-                    in_view[off] = 1;
-                }
+    for (int t = 0; t < n; t++) {
+        const dswa_layout *l = v[t].l;
+        for (int64_t b = 0; b < p->batch; b++)
+            for (int64_t i = 0; i < p->seq_len; i++)
+                for (int64_t pr = 0; pr < v[t].pairs; pr++)
+                    for (int64_t h = 0; h < p->heads; h++)
+                        for (int64_t d = 0; d < p->head_dim; d++) {
+                            const int64_t off = TU_GUARD + v[t].origin + b * l->batch + i * l->seq +
+                                                pr * l->pair + h * l->head + d * l->dim;
+                            if (off < 0 || off >= o->total) { un++; continue; }   /* cannot happen */
+                            in_view[off] = 1;
+                        }
+    }
     for (int64_t e = 0; e < o->total; e++) {
         const int poison = tu_is_poison(o->base, e, o->dtype);
         if (in_view[e] && poison) un++;
@@ -274,6 +289,12 @@ void tu_outbuf_check(const dswa_problem *p, const tu_outbuf *o, int64_t *unwritt
     free(in_view);
     *unwritten = un;
     *clobbered = cl;
+}
+
+void tu_outbuf_check(const dswa_problem *p, const tu_outbuf *o, int64_t *unwritten,
+                     int64_t *clobbered) {
+    const tu_view v = {&p->out, 1, 0};
+    tu_outbuf_check_views(p, o, &v, 1, unwritten, clobbered);
 }
 
 int tu_outbuf_untouched(const tu_outbuf *o) {

@@ -20,6 +20,9 @@ double tu_rng_uniform(tu_rng *r);              /* in (0, 1) */
 double tu_rng_normal(tu_rng *r);               /* standard normal */
 int64_t tu_rng_range(tu_rng *r, int64_t n);    /* in [0, n) */
 uint64_t tu_fresh_seed(void);                  /* differs run to run: clock and process id */
+/* A test program's seed: DSWA_TEST_SEED when set, else a fresh one; printed as
+   "seed N (DSWA_TEST_SEED=N repeats this run)" so that a failure can be repeated. */
+uint64_t tu_test_seed(void);
 
 /* ---- element encoding (round to nearest even; the tests' own code) -------------------- */
 uint16_t tu_f32_to_f16(float f);
@@ -65,11 +68,20 @@ typedef struct tu_outbuf {
     dswa_dtype dtype;
 } tu_outbuf;
 tu_outbuf tu_outbuf_new(const dswa_problem *p);
+/* The same for any span (elements) and dtype: what several views may share. */
+tu_outbuf tu_outbuf_alloc(int64_t span, dswa_dtype dtype);
 void tu_outbuf_free(tu_outbuf *o);
 /* After a successful run: counts view elements still poisoned (*unwritten) and elements
    outside the view (gaps and guards) that no longer hold the poison (*clobbered). */
 void tu_outbuf_check(const dswa_problem *p, const tu_outbuf *o, int64_t *unwritten,
                      int64_t *clobbered);
+/* A view written into an output buffer: its layout, its pairs (1 for an output, 2 for an
+   input-shaped gradient) and the offset of its element 0 from o->out, in elements. */
+typedef struct tu_view { const dswa_layout *l; int pairs; int64_t origin; } tu_view;
+/* tu_outbuf_check for n views sharing one buffer: *unwritten counts the elements of any view
+   still poisoned, *clobbered the elements of none that are not. */
+void tu_outbuf_check_views(const dswa_problem *p, const tu_outbuf *o, const tu_view *v, int n,
+                           int64_t *unwritten, int64_t *clobbered);
 /* 1 if every element of the allocation still holds the poison. */
 int tu_outbuf_untouched(const tu_outbuf *o);
 
