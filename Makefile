@@ -143,18 +143,18 @@ bench: all
 	  python3 bench/compare.py --json $(BUILD)/compare.json && \
 	  python3 bench/plot.py $(BUILD)/compare.json $(BUILD)/perf.png; \
 	else echo "comparators skipped: they need python3 with torch, triton and a CUDA GPU"; fi
-	@# The fused SAME-L block: its comparator (compiled prologue + op; torch and a GPU) first,
-	@# then its bench with the comparator's times, its README table and plot.
+	@# The fused SAME-L block: its bench, then (torch and a GPU) its comparator, the compiled
+	@# prologue + op; readme_table.py joins the two (the ratio column) into its README table.
+	$(BUILD)/dswa bench --op samel --json > $(BUILD)/bench-samel.json.part && \
+	mv $(BUILD)/bench-samel.json.part $(BUILD)/bench-samel.json
 	@rm -f $(BUILD)/samel-compare.json; \
 	if python3 -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then \
 	  python3 bench/compare.py --op samel --json $(BUILD)/samel-compare.json || true; \
 	else echo "samel comparator skipped: it needs python3 with torch and a CUDA GPU"; fi
-	p=; [ -s $(BUILD)/samel-compare.json ] && p="--prologue $(BUILD)/samel-compare.json"; \
-	$(BUILD)/dswa bench --op samel $$p --json > $(BUILD)/bench-samel.json.part && \
-	mv $(BUILD)/bench-samel.json.part $(BUILD)/bench-samel.json
-	@if python3 bench/readme_table.py $(BUILD)/bench-samel.json > $(BUILD)/readme-samel.md.part; then \
-	  mv $(BUILD)/readme-samel.md.part $(BUILD)/readme-samel.md; \
-	  python3 bench/plot.py $(BUILD)/bench-samel.json $(BUILD)/perf-samel.png || true; \
+	@c=; [ -s $(BUILD)/samel-compare.json ] && c=$(BUILD)/samel-compare.json; \
+	if python3 bench/readme_table.py $(BUILD)/bench-samel.json $${c:+--compare $$c} > $(BUILD)/readme-samel.md.part; then \
+	  mv $(BUILD)/readme-samel.md.part $(BUILD)/readme-samel.md; cat $(BUILD)/readme-samel.md; \
+	  python3 bench/plot.py $(BUILD)/bench-samel.json $(BUILD)/perf-samel.png $$c || true; \
 	  echo "bench --op samel: $(BUILD)/bench-samel.json; README table: $(BUILD)/readme-samel.md"; \
 	else rm -f $(BUILD)/readme-samel.md.part; echo "bench --op samel: $(BUILD)/bench-samel.json (no README table: it is made from a GPU run)"; fi
 

@@ -5,12 +5,11 @@
    (the same bytes read + written, cudaMemcpyAsync or our own copy kernel) timed the same
    way, hot and with the inputs rotated over buffers that exceed the L2 (cold).
    `--op samel` times the fused SAME-L block (dswa_samel_*) the same way, beside the same-size
-   copy of its bytes and, from a comparator file (bench/compare.py --op samel), the compiled
-   PyTorch prologue + the op that it replaces. */
+   copy of its bytes; bench/readme_table.py sets its JSON beside the compiled PyTorch prologue +
+   op that it replaces (bench/compare.py --op samel). */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -48,15 +47,9 @@ enum { OP_DIFF_SWA = 0, OP_SAMEL };
 #define SAMEL_ROT_DIMS 32     /* SAME-L's RoPE: the first 32 of the 64 dims */
 #define SAMEL_Q_ALPHA 0.75f   /* DyT alphas of the bench's inputs: unequal, so a swap shows */
 #define SAMEL_K_ALPHA 1.25f
-#define PROLOGUE_TOOL "bench/compare.py --op samel"   /* the comparator file's "tool" */
-#define MAX_JSON_BYTES (16u << 20)
-
-typedef struct prologue_file prologue_file;
 
 typedef struct bench_opts {
     int op;                     /* OP_DIFF_SWA or OP_SAMEL */
-    const char *prologue_path;  /* samel: the comparator file, or NULL */
-    prologue_file *prologue;    /* its contents, read before anything runs */
     cli_backend backend;
     int64_t n[MAX_SHAPES];      /* sequence lengths */
     int64_t l[MAX_SHAPES];      /* latent frames, or -1 when given as N */
@@ -94,11 +87,7 @@ typedef struct bench_row {
     double gbs, pct_floor, pct_copy, gflops, gflops_core;
     double rel_err, max_abs, tol;
     int64_t unwritten;
-    /* samel: the kernel (GPU), and the compiled prologue + op from the comparator file */
-    const char *kernel;
-    double cmp_prologue_ms, cmp_op_ms, cmp_both_ms;
-    double vs_cmp;                      /* cmp_both_ms / time_ms */
-    char cmp_msg[200];                  /* why there is no comparison, when there is none */
+    const char *kernel;                 /* samel, GPU: the kernel that ran */
 } bench_row;
 
 /* The fastest copy of a size, kept for the rows that move the same bytes (f16 and bf16). */
@@ -174,16 +163,13 @@ static const char bench_help_text[] =
     "one row per shape and dtype, in the same kind of graph, beside the same-size copy of its\n"
     "bytes (dswa_samel_min_bytes: the input read once, the output written once); its check is\n"
     "the float64 reference of the block on the sampled rows (DyT and RoPE in double, rounded to\n"
-    "the dtype as dswa.h says, then the op's reference). Further columns:\n"
-    "  p+op_ms  the compiled PyTorch prologue (DyT + RoPE + cat) + dswa's op on its output,\n"
-    "           per call, from --prologue FILE (bench/compare.py --op samel, same machine)\n"
-    "  x p+op   p+op_ms / time_ms\n"
-    "On the GPU the block's goals (%copy, x p+op) head the table; a row below one says so.\n"
+    "the dtype as dswa.h says, then the op's reference). On the GPU the block's goal (a), its\n"
+    "%copy, heads the table; a row below it says so. Goal (b), x faster than the compiled\n"
+    "PyTorch prologue + op, is judged by bench/readme_table.py BENCH.json --compare FILE from\n"
+    "this --json and bench/compare.py --op samel's FILE.\n"
     "\n"
     "options:\n"
     "  --op diff_swa|samel  the op (default diff_swa), or the fused SAME-L block\n"
-    "  --prologue FILE  (--op samel) the comparator's JSON from bench/compare.py --op samel\n"
-    "                  (it needs torch); without it the p+op columns say why they are empty\n"
     "  --backend auto|cuda|cpu  auto (default): cuda when a device is usable, else cpu\n"
     "  --L LIST        latent frames, comma-separated (default 256,1292,4096); N = 17*L;\n"
     "                  may be repeated (the lists add up)\n"
@@ -251,7 +237,7 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
     const char *cmd = "bench", *v = NULL;
     const char *backend = NULL, *dtype = NULL, *math = NULL, *vlay = NULL, *w = NULL,
                *wl = NULL, *wr = NULL, *cold = NULL, *repeats = NULL, *warmup = NULL,
-               *rows = NULL, *seed = NULL, *op = NULL, *prologue = NULL;
+               *rows = NULL, *seed = NULL, *op = NULL;
     int64_t ls[MAX_SHAPES], ns[MAX_SHAPES];
     int nl = 0, nn = 0, r, json_seen = 0;
     memset(o, 0, sizeof *o);
@@ -279,7 +265,6 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
             if (json_seen++) return cli_usage_error(cmd, "--json given twice: give it once");
             o->json = 1;
         } else if ((r = cli_opt_once(cmd, argc, argv, &i, "--op", &op)) ||
-                   (r = cli_opt_once(cmd, argc, argv, &i, "--prologue", &prologue)) ||
                    (r = cli_opt_once(cmd, argc, argv, &i, "--backend", &backend)) ||
                    (r = cli_opt_once(cmd, argc, argv, &i, "--dtype", &dtype)) ||
                    (r = cli_opt_once(cmd, argc, argv, &i, "--math", &math)) ||
@@ -311,9 +296,6 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
     if (o->op == OP_SAMEL && cold)
         return cli_usage_error(cmd, "--cold applies to --op diff_swa only (--op samel has no "
                                "cold rows)");
-    if (o->op != OP_SAMEL && prologue)
-        return cli_usage_error(cmd, "--prologue applies to --op samel only");
-    o->prologue_path = prologue;
     if (backend && cli_parse_backend(backend, &o->backend))
         return cli_usage_error(cmd, "--backend: '%s' is not auto, cuda or cpu", backend);
     if (dtype && cli_parse_dtypes(dtype, o->dtypes))
@@ -354,419 +336,6 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
         o->n[o->nshapes++] = ns[i];
     }
     return 0;
-}
-
-/* ---- the comparator file of --op samel -------------------------------------------------- */
-/* bench/compare.py --op samel writes the compiled prologue + op times as JSON; this reads it:
-   a small JSON reader (the whole grammar, numbers by strtod, \u escapes to UTF-8) into a tree,
-   then the fields the rows need, each checked against this bench's settings. */
-
-typedef struct jv jv;
-struct jv {
-    char type;          /* 'z' null, 'b' bool, 'd' number, 's' string, 'a' array, 'o' object */
-    double num;         /* 'd'; 'b': 0 or 1 */
-    char *str;          /* 's' */
-    int n;              /* 'a', 'o': items */
-    jv *items;
-    char **keys;        /* 'o' */
-};
-
-typedef struct jparser {
-    const char *s, *begin, *end;
-    const char *err;    /* the first error, and where */
-    size_t at;
-} jparser;
-
-static void jv_free(jv *v) {
-    for (int i = 0; i < v->n; i++) {
-        jv_free(&v->items[i]);
-        if (v->keys) free(v->keys[i]);
-    }
-    free(v->items);
-    free(v->keys);
-    free(v->str);
-    memset(v, 0, sizeof *v);
-}
-
-static int jfail(jparser *p, const char *what) {
-    if (!p->err) {
-        p->err = what;
-        p->at = (size_t)(p->s - p->begin);
-    }
-    return -1;
-}
-
-static void jskip(jparser *p) {
-    while (p->s < p->end && (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r'))
-        p->s++;
-}
-
-static int jputc(char **b, size_t *len, size_t *cap, char ch) {
-    if (*len + 2 > *cap) {
-        char *nb = realloc(*b, *cap * 2);
-        if (!nb) return -1;
-        *b = nb;
-        *cap *= 2;
-    }
-    (*b)[(*len)++] = ch;
-    (*b)[*len] = '\0';
-    return 0;
-}
-
-static int jhex4(jparser *p, unsigned *u) {
-    *u = 0;
-    for (int i = 0; i < 4; i++, p->s++) {
-        const char ch = p->s < p->end ? *p->s : '\0';
-        const int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 :
-                      ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
-        if (d < 0) return jfail(p, "a \\u escape without 4 hex digits");
-        *u = *u * 16 + (unsigned)d;
-    }
-    return 0;
-}
-
-static int jstring(jparser *p, char **out) {
-    size_t len = 0, cap = 32;
-    char *b = malloc(cap);
-    if (!b) return jfail(p, "out of memory");
-    b[0] = '\0';
-    p->s++;   /* the opening quote */
-    for (;;) {
-        if (p->s >= p->end) goto bad_end;
-        unsigned char ch = (unsigned char)*p->s++;
-        if (ch == '"') break;
-        if (ch < 0x20) {
-            free(b);
-            return jfail(p, "a control character in a string");
-        }
-        if (ch == '\\') {
-            if (p->s >= p->end) goto bad_end;
-            const char e = *p->s++;
-            unsigned u = 0;
-            switch (e) {
-            case '"': case '\\': case '/': ch = (unsigned char)e; break;
-            case 'b': ch = '\b'; break;
-            case 'f': ch = '\f'; break;
-            case 'n': ch = '\n'; break;
-            case 'r': ch = '\r'; break;
-            case 't': ch = '\t'; break;
-            case 'u':
-                if (jhex4(p, &u)) {
-                    free(b);
-                    return -1;
-                }
-                if (u >= 0xD800 && u <= 0xDFFF) u = '?';   /* surrogates: not needed here */
-                if (u >= 0x80) {   /* UTF-8 of a code point below 0x10000 */
-                    int bad = 0;
-                    if (u >= 0x800) {
-                        bad |= jputc(&b, &len, &cap, (char)(0xE0 | (u >> 12)));
-                        bad |= jputc(&b, &len, &cap, (char)(0x80 | ((u >> 6) & 0x3F)));
-                    } else {
-                        bad |= jputc(&b, &len, &cap, (char)(0xC0 | (u >> 6)));
-                    }
-                    bad |= jputc(&b, &len, &cap, (char)(0x80 | (u & 0x3F)));
-                    if (bad) goto oom;
-                    continue;
-                }
-                ch = (unsigned char)u;
-                break;
-            default:
-                free(b);
-                return jfail(p, "an unknown escape in a string");
-            }
-        }
-        if (jputc(&b, &len, &cap, (char)ch)) goto oom;
-    }
-    *out = b;
-    return 0;
-bad_end:
-    free(b);
-    return jfail(p, "an unterminated string");
-oom:
-    free(b);
-    return jfail(p, "out of memory");
-}
-
-static int jvalue(jparser *p, jv *v, int depth);
-
-/* Appends an item (and its key, taken over) to an array or object. */
-static int jappend(jparser *p, jv *v, char *key) {
-    jv *items = realloc(v->items, sizeof(jv) * (size_t)(v->n + 1));
-    if (!items) {
-        free(key);
-        return jfail(p, "out of memory");
-    }
-    v->items = items;
-    memset(&v->items[v->n], 0, sizeof(jv));
-    if (v->type == 'o') {
-        char **keys = realloc(v->keys, sizeof(char *) * (size_t)(v->n + 1));
-        if (!keys) {
-            free(key);
-            return jfail(p, "out of memory");
-        }
-        v->keys = keys;
-        v->keys[v->n] = key;
-    }
-    v->n++;
-    return 0;
-}
-
-static int jcontainer(jparser *p, jv *v, int depth) {
-    const char close = *p->s == '{' ? '}' : ']';
-    v->type = *p->s == '{' ? 'o' : 'a';
-    p->s++;
-    jskip(p);
-    if (p->s < p->end && *p->s == close) {
-        p->s++;
-        return 0;
-    }
-    for (;;) {
-        char *key = NULL;
-        jskip(p);
-        if (v->type == 'o') {
-            if (p->s >= p->end || *p->s != '"') return jfail(p, "an object key is not a string");
-            if (jstring(p, &key)) return -1;
-            jskip(p);
-            if (p->s >= p->end || *p->s != ':') {
-                free(key);
-                return jfail(p, "no ':' after an object key");
-            }
-            p->s++;
-        }
-        if (jappend(p, v, key) || jvalue(p, &v->items[v->n - 1], depth + 1)) return -1;
-        jskip(p);
-        if (p->s < p->end && *p->s == ',') {
-            p->s++;
-            continue;
-        }
-        if (p->s < p->end && *p->s == close) {
-            p->s++;
-            return 0;
-        }
-        return jfail(p, close == '}' ? "no ',' or '}' in an object" : "no ',' or ']' in an array");
-    }
-}
-
-static int jvalue(jparser *p, jv *v, int depth) {
-    memset(v, 0, sizeof *v);
-    if (depth > 64) return jfail(p, "nested too deeply");
-    jskip(p);
-    if (p->s >= p->end) return jfail(p, "the text ends where a value should be");
-    const char ch = *p->s;
-    if (ch == '{' || ch == '[') return jcontainer(p, v, depth);
-    if (ch == '"') {
-        v->type = 's';
-        return jstring(p, &v->str);
-    }
-    static const struct { const char *word; char type; double num; } words[] = {
-        {"null", 'z', 0}, {"true", 'b', 1}, {"false", 'b', 0}};
-    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
-        const size_t n = strlen(words[i].word);
-        if ((size_t)(p->end - p->s) >= n && !memcmp(p->s, words[i].word, n)) {
-            v->type = words[i].type;
-            v->num = words[i].num;
-            p->s += n;
-            return 0;
-        }
-    }
-    /* A number: JSON's characters only (no NaN, Infinity, hex), then strtod over them all. */
-    char tok[64];
-    size_t n = 0;
-    while (p->s + n < p->end && strchr("+-0123456789.eE", p->s[n]) && p->s[n]) n++;
-    if (n == 0 || n >= sizeof tok) return jfail(p, "not a JSON value");
-    memcpy(tok, p->s, n);
-    tok[n] = '\0';
-    char *endp;
-    errno = 0;
-    v->num = strtod(tok, &endp);
-    if (*endp || errno == ERANGE || !isfinite(v->num)) return jfail(p, "a malformed number");
-    v->type = 'd';
-    p->s += n;
-    return 0;
-}
-
-/* The member `key` of object o, or NULL. */
-static const jv *jget(const jv *o, const char *key) {
-    if (!o || o->type != 'o') return NULL;
-    for (int i = 0; i < o->n; i++)
-        if (!strcmp(o->keys[i], key)) return &o->items[i];
-    return NULL;
-}
-
-/* What --prologue FILE holds for this bench: per (N, dtype), the comparator's times, or why
-   there are none. */
-#define MAX_PROLOGUE_ROWS (MAX_SHAPES * 3)
-struct prologue_file {
-    char device[160], date[64], torch[64];
-    int nrows;
-    struct prologue_row {
-        int64_t n;
-        dswa_dtype dtype;
-        int ok;                             /* times present and the comparator's check passed */
-        double prologue_ms, op_ms, both_ms;
-        char msg[160];                      /* when not ok */
-    } row[MAX_PROLOGUE_ROWS];
-};
-
-static int prologue_error(const char *path, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static int prologue_error(const char *path, const char *fmt, ...) {
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "dswa bench: --prologue %s: %s\n", path, msg);
-    return 2;
-}
-
-/* A number member that must equal `want`; 0, or 2 after the message. */
-static int prologue_expect(const char *path, const jv *cfg, const char *key, double want) {
-    const jv *x = jget(cfg, key);
-    if (!x || x->type != 'd')
-        return prologue_error(path, "config.%s is missing or not a number", key);
-    if (x->num != want)
-        return prologue_error(path, "config.%s is %g, this bench's is %g: the comparator ran "
-                              "another problem", key, x->num, want);
-    return 0;
-}
-
-static void copy_str(char *dst, size_t n, const jv *x) {
-    snprintf(dst, n, "%s", x && x->type == 's' ? x->str : "?");
-}
-
-/* Reads and checks the comparator file against the bench's settings: 0, or 2 after one line
-   naming the file and what is wrong with it. */
-static int load_prologue(bench_opts *o) {
-    const char *path = o->prologue_path;
-    static prologue_file pf;
-    FILE *f = fopen(path, "rb");
-    char *text = NULL;
-    size_t len = 0;
-    jv root;
-    int rc = 2;
-    memset(&pf, 0, sizeof pf);
-    memset(&root, 0, sizeof root);
-    if (!f) return prologue_error(path, "cannot open: %s", strerror(errno));
-    text = malloc(MAX_JSON_BYTES + 1);
-    if (!text) {
-        fclose(f);
-        return prologue_error(path, "out of memory");
-    }
-    len = fread(text, 1, MAX_JSON_BYTES + 1, f);
-    const int read_err = ferror(f);
-    fclose(f);
-    if (read_err) {
-        free(text);
-        return prologue_error(path, "read error");
-    }
-    if (len > MAX_JSON_BYTES) {
-        free(text);
-        return prologue_error(path, "larger than %u MiB: not a comparator file", MAX_JSON_BYTES >> 20);
-    }
-    text[len] = '\0';
-    jparser jp = {text, text, text + len, NULL, 0};
-    if (jvalue(&jp, &root, 0) == 0) {
-        jskip(&jp);
-        if (jp.s != jp.end) jfail(&jp, "text after the JSON value");
-    }
-    if (jp.err) {
-        prologue_error(path, "not JSON: %s at byte %zu", jp.err, jp.at);
-        goto done;
-    }
-    const jv *tool = jget(&root, "tool"), *machine = jget(&root, "machine"),
-             *cfg = jget(&root, "config"), *rows = jget(&root, "rows");
-    if (!tool || tool->type != 's' || strcmp(tool->str, PROLOGUE_TOOL)) {
-        prologue_error(path, "\"tool\" is not \"%s\": not its output", PROLOGUE_TOOL);
-        goto done;
-    }
-    if (!machine || machine->type != 'o' || !cfg || cfg->type != 'o' || !rows || rows->type != 'a') {
-        prologue_error(path, "\"machine\", \"config\" or \"rows\" is missing");
-        goto done;
-    }
-    const jv *math = jget(cfg, "math"), *dev = jget(machine, "device");
-    if (prologue_expect(path, cfg, "B", 1) || prologue_expect(path, cfg, "H", SAME_H) ||
-        prologue_expect(path, cfg, "D", SAME_D) ||
-        prologue_expect(path, cfg, "window_left", o->wl) ||
-        prologue_expect(path, cfg, "window_right", o->wr) ||
-        prologue_expect(path, cfg, "rot_dims", SAMEL_ROT_DIMS) ||
-        prologue_expect(path, cfg, "graph_calls", GRAPH_CALLS))
-        goto done;
-    if (!math || math->type != 's' || strcmp(math->str, dswa_math_name(o->math))) {
-        prologue_error(path, "config.math is %s%s%s, this bench's is %s", math && math->type == 's' ? "'" : "",
-                       math && math->type == 's' ? math->str : "missing",
-                       math && math->type == 's' ? "'" : "", dswa_math_name(o->math));
-        goto done;
-    }
-    if (!dev || dev->type != 's' || !dev->str[0]) {
-        prologue_error(path, "machine.device is missing");
-        goto done;
-    }
-    copy_str(pf.device, sizeof pf.device, dev);
-    copy_str(pf.date, sizeof pf.date, jget(machine, "date"));
-    copy_str(pf.torch, sizeof pf.torch, jget(machine, "torch"));
-    for (int i = 0; i < rows->n; i++) {
-        const jv *r = &rows->items[i];
-        const jv *n = jget(r, "N"), *dt = jget(r, "dtype"), *err = jget(r, "error"),
-                 *ok = jget(r, "ok");
-        dswa_dtype dtype;
-        if (!n || n->type != 'd' || n->num < 1 || n->num != floor(n->num) || !dt ||
-            dt->type != 's' || dswa_dtype_parse(dt->str, &dtype) != DSWA_OK) {
-            prologue_error(path, "rows[%d]: N or dtype is missing or not valid", i);
-            goto done;
-        }
-        if (pf.nrows == MAX_PROLOGUE_ROWS) {
-            prologue_error(path, "more than %d rows", MAX_PROLOGUE_ROWS);
-            goto done;
-        }
-        struct prologue_row *pr = &pf.row[pf.nrows++];
-        pr->n = (int64_t)n->num;
-        pr->dtype = dtype;
-        pr->prologue_ms = pr->op_ms = pr->both_ms = NAN;
-        const char *keys[3] = {"prologue_ms", "op_ms", "both_ms"};
-        double *dst[3] = {&pr->prologue_ms, &pr->op_ms, &pr->both_ms};
-        for (int k = 0; k < 3; k++) {
-            const jv *x = jget(r, keys[k]);
-            if (x && x->type == 'd' && x->num > 0) *dst[k] = x->num;
-        }
-        if (err && err->type == 's') {
-            snprintf(pr->msg, sizeof pr->msg, "comparator: %s", err->str);
-        } else if (!ok || ok->type != 'b' || !ok->num) {
-            const jv *re = jget(r, "rel_err");
-            if (re && re->type == 'd')
-                snprintf(pr->msg, sizeof pr->msg, "comparator: its output failed its check "
-                         "(rel_err %.3g)", re->num);
-            else
-                snprintf(pr->msg, sizeof pr->msg, "comparator: its output was not checked");
-        } else if (!(pr->both_ms > 0)) {
-            snprintf(pr->msg, sizeof pr->msg, "comparator: no both_ms");
-        } else {
-            pr->ok = 1;
-        }
-    }
-    o->prologue = &pf;
-    rc = 0;
-done:
-    jv_free(&root);
-    free(text);
-    return rc;
-}
-
-/* 0 when the comparator ran on this bench's device: the CUDA device's name begins with the
-   file's (torch names it as the runtime does), or both run on the CPU; else 2 after the
-   message (a ratio across machines means nothing). */
-static int prologue_device_refused(const bench_opts *o, int cuda, const char *device) {
-    const prologue_file *pf = o->prologue;
-    const size_t n = pf ? strlen(pf->device) : 0;
-    if (!pf) return 0;
-    if (cuda ? !strncmp(device, pf->device, n) && (device[n] == '\0' || device[n] == ' ')
-             : !strcmp(pf->device, "cpu"))
-        return 0;
-    return prologue_error(o->prologue_path, "the comparator ran on '%s', this bench on '%s': "
-                          "no ratio across machines", pf->device, cuda ? device : "cpu");
 }
 
 /* The reason the CUDA backend cannot run, as the library words it. */
@@ -1165,7 +734,6 @@ static void init_row(const bench_ctx *c, bench_row *row, int64_t l, int64_t n,
     row->cold.time = row->cold.copy = row->time;
     row->call_ms = row->gbs = row->pct_floor = row->pct_copy = NAN;
     row->gflops = row->gflops_core = row->rel_err = row->max_abs = row->tol = NAN;
-    row->cmp_prologue_ms = row->cmp_op_ms = row->cmp_both_ms = row->vs_cmp = NAN;
     row->status = ROW_ERROR;
 }
 
@@ -1396,29 +964,6 @@ done:
     return err;
 }
 
-/* The comparator's times for a row and the ratio, or why there are none. */
-static void join_prologue(const bench_ctx *c, bench_row *row) {
-    const prologue_file *pf = c->o->prologue;
-    if (!pf) {
-        snprintf(row->cmp_msg, sizeof row->cmp_msg, "no comparator: give --prologue FILE "
-                 "(bench/compare.py --op samel, which needs torch)");
-        return;
-    }
-    for (int i = 0; i < pf->nrows; i++) {
-        const struct prologue_row *pr = &pf->row[i];
-        if (pr->n != row->n || pr->dtype != row->dtype) continue;
-        row->cmp_prologue_ms = pr->prologue_ms;
-        row->cmp_op_ms = pr->op_ms;
-        row->cmp_both_ms = pr->both_ms;
-        if (!pr->ok) snprintf(row->cmp_msg, sizeof row->cmp_msg, "%s", pr->msg);
-        else if (row->status == ROW_OK || row->status == ROW_FAIL)
-            row->vs_cmp = pr->both_ms / row->time.median;
-        return;
-    }
-    snprintf(row->cmp_msg, sizeof row->cmp_msg, "the comparator file has no row for N = %lld %s",
-             (long long)row->n, dswa_dtype_name(row->dtype));
-}
-
 /* One fused-block row, on the CUDA backend (dx, dout: device copies of hx and an output) or
    the CPU one. */
 static void run_samel_row(bench_ctx *c, bench_row *row, const dswa_samel_problem *hp,
@@ -1542,7 +1087,6 @@ static void run_samel_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_r
         progress(c, "samel N = %lld %s: running", (long long)n, dswa_dtype_name(dtype));
         run_samel_row(c, row, &hp, &dp, hx, dx, dout, hout, n_out * es, rows, nrows);
     next:
-        join_prologue(c, row);
         gpu_free(dx);
         gpu_free(dout);
         if (hx != fx) cli_free(hx);
@@ -1633,7 +1177,7 @@ static void print_json(const bench_ctx *c, const char *device, const char *date,
                    " \"k_alpha\": %g", SAMEL_ROT_DIMS, (double)SAMEL_Q_ALPHA, (double)SAMEL_K_ALPHA);
     fprintf(f, "},\n");
     if (o->op == OP_SAMEL) {
-        /* The goals (their one home) and where the comparator's numbers came from. */
+        /* The goals (their one home; bench/readme_table.py judges (b)). */
         fprintf(f, "  \"goals\": {\"pct_of_copy\": %g, \"vs_prologue_op\": {", SAMEL_GOAL_PCT_COPY);
         for (int d = 0, first = 1; d < 3; d++) {
             if (!isfinite(samel_goal_ratio((dswa_dtype)d))) continue;
@@ -1641,20 +1185,7 @@ static void print_json(const bench_ctx *c, const char *device, const char *date,
                     samel_goal_ratio((dswa_dtype)d));
             first = 0;
         }
-        fprintf(f, "}},\n  \"prologue_op\": ");
-        if (o->prologue) {
-            fprintf(f, "{\"file\": ");
-            cli_json_str(f, o->prologue_path);
-            fprintf(f, ", \"device\": ");
-            cli_json_str(f, o->prologue->device);
-            fprintf(f, ", \"date\": ");
-            cli_json_str(f, o->prologue->date);
-            fprintf(f, ", \"torch\": ");
-            cli_json_str(f, o->prologue->torch);
-            fprintf(f, "},\n");
-        } else {
-            fprintf(f, "null,\n");
-        }
+        fprintf(f, "}},\n");
     }
     fprintf(f, "  \"rows\": [");
     for (int i = 0; i < nrow; i++) {
@@ -1685,12 +1216,6 @@ static void print_json(const bench_ctx *c, const char *device, const char *date,
             fprintf(f, ", \"kernel\": ");
             if (r->kernel) cli_json_str(f, r->kernel);
             else fputs("null", f);
-            json_key_num(f, "prologue_ms", r->cmp_prologue_ms);
-            json_key_num(f, "op_ms", r->cmp_op_ms);
-            json_key_num(f, "prologue_op_ms", r->cmp_both_ms);
-            json_key_num(f, "vs_prologue_op", r->vs_cmp);
-            fprintf(f, ", \"prologue_op_message\": ");
-            cli_json_str(f, r->cmp_msg);
         }
         if (!c->cuda) json_key_num(f, "gflop_s_per_core", r->gflops_core);
         json_key_num(f, "rel_err", r->rel_err);
@@ -1851,12 +1376,12 @@ static void print_tables(const bench_ctx *c, const bench_row *rows, int nrow) {
 static void print_samel_table(const bench_ctx *c, const bench_row *rows, int nrow) {
     static table t;
     static const char *gpu_head[] = {"L", "N", "dtype", "time_ms", "spread", "copy_ms", "%copy",
-                                     "GB/s", "call_ms", "p+op_ms", "x p+op", "rel_err"};
+                                     "GB/s", "call_ms", "rel_err"};
     static const char *cpu_head[] = {"L", "N", "dtype", "time_ms", "spread", "floor_ms", "%floor",
-                                     "GB/s", "GFLOP/s", "p+op_ms", "x p+op", "rel_err"};
+                                     "GB/s", "GFLOP/s", "rel_err"};
     const char **head = c->cuda ? gpu_head : cpu_head;
     memset(&t, 0, sizeof t);
-    t.ncol = 12;
+    t.ncol = 10;
     for (int j = 0; j < t.ncol; j++) t.head[j] = head[j];
     t.left[2] = 1;
     for (int i = 0; i < nrow; i++) {
@@ -1876,8 +1401,6 @@ static void print_samel_table(const bench_ctx *c, const bench_row *rows, int nro
             fmt(s[j++], "%.1f%%", c->cuda ? r->pct_copy : r->pct_floor);
             fmt(s[j++], "%.1f", r->gbs);
             fmt(s[j++], c->cuda ? "%.4f" : "%.1f", c->cuda ? r->call_ms : r->gflops);
-            fmt(s[j++], "%.4f", r->cmp_both_ms);
-            fmt(s[j++], "%.2fx", r->vs_cmp);
             fmt(s[j++], "%.2e", r->rel_err);
         }
         t.ncells[i] = timed ? j : 3;
@@ -1886,25 +1409,16 @@ static void print_samel_table(const bench_ctx *c, const bench_row *rows, int nro
         else if (r->status == ROW_OK) snprintf(tail, tn, "ok");
         else if (r->status == ROW_FAIL) snprintf(tail, tn, "FAIL: %.300s", r->msg);
         else snprintf(tail, tn, "%.320s", r->msg);
-        if (r->status == ROW_OK && c->cuda) {
-            const double want = samel_goal_ratio(r->dtype);
-            size_t len = strlen(tail);
-            if (isfinite(r->pct_copy) && r->pct_copy < SAMEL_GOAL_PCT_COPY)
-                len += (size_t)snprintf(tail + len, tn - len, "; below goal (a): %.1f %% < %.0f %%",
-                                        r->pct_copy, SAMEL_GOAL_PCT_COPY);
-            if (len < tn && isfinite(want) && isfinite(r->vs_cmp) && r->vs_cmp < want)
-                snprintf(tail + len, tn - len, "; below goal (b): %.2fx < %.1fx", r->vs_cmp, want);
+        if (r->status == ROW_OK && c->cuda && isfinite(r->pct_copy) &&
+            r->pct_copy < SAMEL_GOAL_PCT_COPY) {
+            const size_t len = strlen(tail);
+            snprintf(tail + len, tn - len, "; below goal (a): %.1f %% < %.0f %%", r->pct_copy,
+                     SAMEL_GOAL_PCT_COPY);
         }
     }
     t.nrow = nrow;
     printf("\n");
     table_print(&t);
-    /* Why p+op is empty, once per reason. */
-    for (int i = 0; i < nrow; i++) {
-        int seen = !rows[i].cmp_msg[0];
-        for (int k = 0; k < i && !seen; k++) seen = !strcmp(rows[k].cmp_msg, rows[i].cmp_msg);
-        if (!seen) printf("p+op: %s\n", rows[i].cmp_msg);
-    }
 }
 
 /* The CPU's vector extensions the backend picks from (dswa_cpu_isa says which it picked). */
@@ -1975,7 +1489,6 @@ int cmd_bench(int argc, char **argv) {
     char device[256], date[64], why[512];
     int nrow = 0, rc;
     if ((rc = parse_bench(argc, argv, &o)) != 0) return rc == 1 ? 0 : rc;
-    if (o.prologue_path && load_prologue(&o) != 0) return 2;
     memset(&c, 0, sizeof c);
     c.o = &o;
     c.t0 = cli_now();
@@ -2002,10 +1515,6 @@ int cmd_bench(int argc, char **argv) {
             fprintf(stderr, "dswa bench: %s\n", gpu_error());
             return 1;
         }
-        if (prologue_device_refused(&o, 1, device)) {
-            gpu_timer_destroy();
-            return 2;
-        }
         c.l2_bytes = gpu_l2_bytes();
         progress(&c, "measuring device copy bandwidth (2 GiB device-to-device cudaMemcpy)");
         snprintf(c.copy_method, sizeof c.copy_method,
@@ -2031,7 +1540,6 @@ int cmd_bench(int argc, char **argv) {
         }
     } else {
         char cpu[200];
-        if (prologue_device_refused(&o, 0, NULL)) return 2;
         cli_cpu_name(cpu, sizeof cpu);
         cpu_features(c.cpu_features, sizeof c.cpu_features);
         snprintf(device, sizeof device, "%s, %d thread%s", cpu, c.threads,
@@ -2093,12 +1601,9 @@ int cmd_bench(int argc, char **argv) {
         }
         printf("%%floor = floor_ms / time_ms = GB/s / copy bandwidth\n");
         if (o.op == OP_SAMEL) {
-            if (o.prologue)
-                printf("p+op_ms: the compiled prologue + dswa's op, from %s (%s, %s, torch %s); "
-                       "x p+op = p+op_ms / time_ms\n", o.prologue_path, o.prologue->device,
-                       o.prologue->date, o.prologue->torch);
             if (c.cuda)
-                printf("goals: (a) %%copy >= %.0f %%; (b) x p+op >= %.1f (f32), >= %.1f (bf16)\n",
+                printf("goals: (a) %%copy >= %.0f %%; (b) x faster than the compiled prologue + "
+                       "op >= %.1f (f32), >= %.1f (bf16): bench/readme_table.py --compare\n",
                        SAMEL_GOAL_PCT_COPY, samel_goal_ratio(DSWA_F32), samel_goal_ratio(DSWA_BF16));
             print_samel_table(&c, rows, nrow);
         } else {
