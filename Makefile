@@ -28,9 +28,10 @@ LDLIBS   := -fopenmp -lm
 LIB_C    := $(filter-out src/cuda/absent.c src/aot/ptx_embed.c,$(wildcard src/*/*.c))
 LIB_CU   := $(wildcard src/cuda/*.cu)
 LIB_HDR  := include/dswa.h $(wildcard src/*/*.h src/*/*.cuh)
-# The CLI: tools/*.c, and tools/ptx_fit/ (the engine of `dswa ptx-fit`, used by the CLI only).
+# The CLI: tools/*.c, tools/bench/ (the parts of `dswa bench`) and tools/ptx_fit/ (the engine of
+# `dswa ptx-fit`, used by the CLI only).
 PTX_FIT_C := $(wildcard tools/ptx_fit/*.c)
-TOOL_C   := $(wildcard tools/*.c) $(PTX_FIT_C)
+TOOL_C   := $(wildcard tools/*.c tools/bench/*.c) $(PTX_FIT_C)
 TEST_LIB := $(wildcard tests/lib/*.c)
 TESTS_C  := $(wildcard tests/test_*.c)
 
@@ -110,7 +111,7 @@ COMMIT_STAMP := $(BUILD)/obj/commit.stamp
 $(COMMIT_STAMP): FORCE | $(BUILD)/obj
 	@printf '%s\n' '$(GIT_COMMIT)' | cmp -s - $@ || printf '%s\n' '$(GIT_COMMIT)' > $@
 # The CLI is built from include/dswa.h and its own files only: no -Isrc.
-$(BUILD)/dswa: $(TOOL_C) $(wildcard tools/*.h tools/ptx_fit/*.h) include/dswa.h $(BUILD)/libdswa.a $(COMMIT_STAMP)
+$(BUILD)/dswa: $(TOOL_C) $(wildcard tools/*.h tools/bench/*.h tools/ptx_fit/*.h) include/dswa.h $(BUILD)/libdswa.a $(COMMIT_STAMP)
 	$(CC) $(filter-out -Isrc,$(CFLAGS)) -DDSWA_GIT_COMMIT='"$(GIT_COMMIT)"' -o $@ $(TOOL_C) $(BUILD)/libdswa.a $(CUDA_LIBS) $(LDLIBS)
 # The tests of tools/ptx_fit (test_ptx_fit; test_aot assembles with its ptxas) link its sources.
 $(BUILD)/tests/test_ptx_fit $(BUILD)/tests/test_aot: EXTRA_TEST_SRC := -Itools $(PTX_FIT_C)
