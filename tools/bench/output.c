@@ -191,6 +191,27 @@ static void fmt(char *cell, const char *format, double x) {
 
 static double spread_pct(const gpu_stats *s) { return 100.0 * (s->max - s->min) / s->median; }
 
+/* The cells that name a row: L, N, dtype and (the op's tables) V; their count. */
+static int key_cells(char (*s)[32], const bench_row *r, int with_v) {
+    if (r->l >= 0) snprintf(s[0], 32, "%lld", (long long)r->l);
+    else snprintf(s[0], 32, "-");
+    snprintf(s[1], 32, "%lld", (long long)r->n);
+    snprintf(s[2], 32, "%s", dswa_dtype_name(r->dtype));
+    if (!with_v) return 3;
+    snprintf(s[3], 32, "%s", r->shared ? "shared" : "2H");
+    return 4;
+}
+
+/* What follows a row's cells: ok (flagged when a GPU row's replays spread widely), FAIL and
+   why, or why it was not timed. */
+static void status_tail(const bench_ctx *c, const bench_row *r, char *tail, size_t tn) {
+    if (r->status == ROW_OK && c->cuda && spread_pct(&r->time) > ERRATIC_PCT)
+        snprintf(tail, tn, "ok, but erratic (replays spread %.0f %%): rerun", spread_pct(&r->time));
+    else if (r->status == ROW_OK) snprintf(tail, tn, "ok");
+    else if (r->status == ROW_FAIL) snprintf(tail, tn, "FAIL: %s", r->msg);
+    else snprintf(tail, tn, "%s", r->msg);
+}
+
 static void print_tables(const bench_ctx *c, const bench_row *rows, int nrow) {
     static table t;
     static const char *gpu_head[] = {"L", "N", "dtype", "V", "time_ms", "spread", "copy_ms",
@@ -206,12 +227,7 @@ static void print_tables(const bench_ctx *c, const bench_row *rows, int nrow) {
         const bench_row *r = &rows[i];
         char(*s)[32] = t.cell[i];
         const int timed = r->status == ROW_OK || r->status == ROW_FAIL;
-        int j = 4;
-        if (r->l >= 0) snprintf(s[0], 32, "%lld", (long long)r->l);
-        else snprintf(s[0], 32, "-");
-        snprintf(s[1], 32, "%lld", (long long)r->n);
-        snprintf(s[2], 32, "%s", dswa_dtype_name(r->dtype));
-        snprintf(s[3], 32, "%s", r->shared ? "shared" : "2H");
+        int j = key_cells(s, r, 1);
         if (timed) {
             fmt(s[j++], "%.4f", r->time.median);
             fmt(s[j++], "%.1f%%", spread_pct(&r->time));
@@ -231,12 +247,7 @@ static void print_tables(const bench_ctx *c, const bench_row *rows, int nrow) {
             fmt(s[j++], "%.2e", r->rel_err);
         }
         t.ncells[i] = timed ? j : 4;
-        if (r->status == ROW_OK && c->cuda && spread_pct(&r->time) > ERRATIC_PCT)
-            snprintf(t.tail[i], sizeof t.tail[i], "ok, but erratic (replays spread %.0f %%): rerun",
-                     spread_pct(&r->time));
-        else if (r->status == ROW_OK) snprintf(t.tail[i], sizeof t.tail[i], "ok");
-        else if (r->status == ROW_FAIL) snprintf(t.tail[i], sizeof t.tail[i], "FAIL: %s", r->msg);
-        else snprintf(t.tail[i], sizeof t.tail[i], "%s", r->msg);
+        status_tail(c, r, t.tail[i], sizeof t.tail[i]);
     }
     t.nrow = nrow;
     printf("\n");
@@ -256,11 +267,7 @@ static void print_tables(const bench_ctx *c, const bench_row *rows, int nrow) {
         const cold_result *k = &r->cold;
         if (!k->done && !k->msg[0]) continue;
         char(*s)[32] = t.cell[t.nrow];
-        if (r->l >= 0) snprintf(s[0], 32, "%lld", (long long)r->l);
-        else snprintf(s[0], 32, "-");
-        snprintf(s[1], 32, "%lld", (long long)r->n);
-        snprintf(s[2], 32, "%s", dswa_dtype_name(r->dtype));
-        snprintf(s[3], 32, "%s", r->shared ? "shared" : "2H");
+        key_cells(s, r, 1);
         if (k->done) {
             snprintf(s[4], 32, "%d", k->buffers);
             fmt(s[5], "%.4f", k->time.median);
@@ -299,11 +306,7 @@ static void print_samel_table(const bench_ctx *c, const bench_row *rows, int nro
         char(*s)[32] = t.cell[i], *tail = t.tail[i];
         const size_t tn = sizeof t.tail[i];
         const int timed = r->status == ROW_OK || r->status == ROW_FAIL;
-        int j = 3;
-        if (r->l >= 0) snprintf(s[0], 32, "%lld", (long long)r->l);
-        else snprintf(s[0], 32, "-");
-        snprintf(s[1], 32, "%lld", (long long)r->n);
-        snprintf(s[2], 32, "%s", dswa_dtype_name(r->dtype));
+        int j = key_cells(s, r, 0);
         if (timed) {
             fmt(s[j++], "%.4f", r->time.median);
             fmt(s[j++], "%.1f%%", spread_pct(&r->time));
@@ -314,11 +317,7 @@ static void print_samel_table(const bench_ctx *c, const bench_row *rows, int nro
             fmt(s[j++], "%.2e", r->rel_err);
         }
         t.ncells[i] = timed ? j : 3;
-        if (r->status == ROW_OK && c->cuda && spread_pct(&r->time) > ERRATIC_PCT)
-            snprintf(tail, tn, "ok, but erratic (replays spread %.0f %%): rerun", spread_pct(&r->time));
-        else if (r->status == ROW_OK) snprintf(tail, tn, "ok");
-        else if (r->status == ROW_FAIL) snprintf(tail, tn, "FAIL: %.300s", r->msg);
-        else snprintf(tail, tn, "%.320s", r->msg);
+        status_tail(c, r, tail, tn);
         if (r->status == ROW_OK && c->cuda && isfinite(r->pct_copy) &&
             r->pct_copy < SAMEL_GOAL_PCT_COPY) {
             const size_t len = strlen(tail);
