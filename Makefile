@@ -28,9 +28,10 @@ LDLIBS   := -fopenmp -lm
 LIB_C    := $(filter-out src/cuda/absent.c src/aot/ptx_embed.c,$(wildcard src/*/*.c))
 LIB_CU   := $(wildcard src/cuda/*.cu)
 LIB_HDR  := include/dswa.h $(wildcard src/*/*.h src/*/*.cuh)
-# The CLI: tools/*.c, and tools/ptx_fit/ (the engine of `dswa ptx-fit`, used by the CLI only).
+# The CLI: tools/*.c, tools/bench/ (the parts of `dswa bench`) and tools/ptx_fit/ (the engine of
+# `dswa ptx-fit`, used by the CLI only).
 PTX_FIT_C := $(wildcard tools/ptx_fit/*.c)
-TOOL_C   := $(wildcard tools/*.c) $(PTX_FIT_C)
+TOOL_C   := $(wildcard tools/*.c tools/bench/*.c) $(PTX_FIT_C)
 TEST_LIB := $(wildcard tests/lib/*.c)
 TESTS_C  := $(wildcard tests/test_*.c)
 
@@ -110,7 +111,7 @@ COMMIT_STAMP := $(BUILD)/obj/commit.stamp
 $(COMMIT_STAMP): FORCE | $(BUILD)/obj
 	@printf '%s\n' '$(GIT_COMMIT)' | cmp -s - $@ || printf '%s\n' '$(GIT_COMMIT)' > $@
 # The CLI is built from include/dswa.h and its own files only: no -Isrc.
-$(BUILD)/dswa: $(TOOL_C) $(wildcard tools/*.h tools/ptx_fit/*.h) include/dswa.h $(BUILD)/libdswa.a $(COMMIT_STAMP)
+$(BUILD)/dswa: $(TOOL_C) $(wildcard tools/*.h tools/bench/*.h tools/ptx_fit/*.h) include/dswa.h $(BUILD)/libdswa.a $(COMMIT_STAMP)
 	$(CC) $(filter-out -Isrc,$(CFLAGS)) -DDSWA_GIT_COMMIT='"$(GIT_COMMIT)"' -o $@ $(TOOL_C) $(BUILD)/libdswa.a $(CUDA_LIBS) $(LDLIBS)
 # The tests of tools/ptx_fit (test_ptx_fit; test_aot assembles with its ptxas) link its sources.
 $(BUILD)/tests/test_ptx_fit $(BUILD)/tests/test_aot: EXTRA_TEST_SRC := -Itools $(PTX_FIT_C)
@@ -143,18 +144,18 @@ bench: all
 	  python3 bench/compare.py --json $(BUILD)/compare.json && \
 	  python3 bench/plot.py $(BUILD)/compare.json $(BUILD)/perf.png; \
 	else echo "comparators skipped: they need python3 with torch, triton and a CUDA GPU"; fi
-	@# The fused SAME-L block: its comparator (compiled prologue + op; torch and a GPU) first,
-	@# then its bench with the comparator's times, its README table and plot.
+	@# The fused SAME-L block: its bench, then (torch and a GPU) its comparator, the compiled
+	@# prologue + op; readme_table.py joins the two (the ratio column) into its README table.
+	$(BUILD)/dswa bench --op samel --json > $(BUILD)/bench-samel.json.part && \
+	mv $(BUILD)/bench-samel.json.part $(BUILD)/bench-samel.json
 	@rm -f $(BUILD)/samel-compare.json; \
 	if python3 -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then \
 	  python3 bench/compare.py --op samel --json $(BUILD)/samel-compare.json || true; \
 	else echo "samel comparator skipped: it needs python3 with torch and a CUDA GPU"; fi
-	p=; [ -s $(BUILD)/samel-compare.json ] && p="--prologue $(BUILD)/samel-compare.json"; \
-	$(BUILD)/dswa bench --op samel $$p --json > $(BUILD)/bench-samel.json.part && \
-	mv $(BUILD)/bench-samel.json.part $(BUILD)/bench-samel.json
-	@if python3 bench/readme_table.py $(BUILD)/bench-samel.json > $(BUILD)/readme-samel.md.part; then \
-	  mv $(BUILD)/readme-samel.md.part $(BUILD)/readme-samel.md; \
-	  python3 bench/plot.py $(BUILD)/bench-samel.json $(BUILD)/perf-samel.png || true; \
+	@c=; [ -s $(BUILD)/samel-compare.json ] && c=$(BUILD)/samel-compare.json; \
+	if python3 bench/readme_table.py $(BUILD)/bench-samel.json $${c:+--compare $$c} > $(BUILD)/readme-samel.md.part; then \
+	  mv $(BUILD)/readme-samel.md.part $(BUILD)/readme-samel.md; cat $(BUILD)/readme-samel.md; \
+	  python3 bench/plot.py $(BUILD)/bench-samel.json $(BUILD)/perf-samel.png $$c || true; \
 	  echo "bench --op samel: $(BUILD)/bench-samel.json; README table: $(BUILD)/readme-samel.md"; \
 	else rm -f $(BUILD)/readme-samel.md.part; echo "bench --op samel: $(BUILD)/bench-samel.json (no README table: it is made from a GPU run)"; fi
 

@@ -17,7 +17,7 @@ come, so a killed run still leaves its JSON.
 
 --op samel runs instead the comparator of the fused SAME-L block (bench/samel_prologue.py: the
 compiled PyTorch prologue + dswa's op, in CUDA graphs as `dswa bench` times), whose JSON
-`dswa bench --op samel --prologue FILE` reads:
+bench/readme_table.py --compare joins to `dswa bench --op samel --json`'s:
     python3 bench/compare.py --op samel --json samel-compare.json
 """
 import argparse

@@ -3,12 +3,13 @@ one line per implementation and V layout (solid: full V, dashed: shared V).
 
     python3 bench/plot.py compare.json perf.png
 
-Given the JSON of `dswa bench --op samel --prologue FILE --json` instead, it plots the fused
-SAME-L block against L, one line per dtype: time per call (fused, compiled prologue + op, the
-same-size copy), % of the copy (goal (a)) and x faster than prologue + op (goal (b)), the
-goals drawn from the bench's JSON.
+Given the JSON of `dswa bench --op samel --json` instead (and the comparator's, bench/compare.py
+--op samel --json, joined to it as bench/readme_table.py joins them), it plots the fused SAME-L
+block against L, one line per dtype: time per call (fused, compiled prologue + op, the same-size
+copy), % of the copy (goal (a)) and x faster than prologue + op (goal (b)), the goals drawn from
+the bench's JSON.
 
-    python3 bench/plot.py bench-samel.json perf-samel.png
+    python3 bench/plot.py bench-samel.json perf-samel.png [samel-compare.json]
 """
 import json
 import sys
@@ -128,12 +129,17 @@ def plot_samel(bench, path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit("usage: plot.py COMPARE.json|BENCH-SAMEL.json OUT.png")
+    if len(sys.argv) not in (3, 4):
+        sys.exit("usage: plot.py COMPARE.json|BENCH-SAMEL.json OUT.png [SAMEL-COMPARE.json]")
     with open(sys.argv[1]) as f:
         data = json.load(f)
+    samel_compare = sys.argv[3] if len(sys.argv) == 4 else None
     if data.get("tool") == "dswa bench" and data.get("op") == "samel":
+        from readme_table import join_samel, load
+        join_samel(data, load(samel_compare) if samel_compare else None, samel_compare)
         plot_samel(data, sys.argv[2])
+    elif samel_compare:
+        sys.exit("plot.py: SAMEL-COMPARE.json goes with a `dswa bench --op samel` JSON")
     elif data.get("tool") == "dswa bench":
         sys.exit("plot.py: a `dswa bench` JSON other than --op samel's: plot bench/compare.py's")
     else:

@@ -9,12 +9,18 @@ With --readme, the text between the lines `<!-- perf-table:begin -->` and
 `<!-- perf-table:end -->` is replaced (the file is rewritten only when both markers are there
 once each); without it the table goes to stdout.
 
-The JSON of `dswa bench --op samel --prologue FILE --json` (the fused SAME-L block) gives the
-block's table instead, with both of issue 18's ratios per row (% of the same-size copy; x
-faster than the compiled prologue + op, whose times the bench took from FILE); its markers
-are `<!-- perf-samel:begin -->` and `<!-- perf-samel:end -->`. The commit comes from the JSON (a `dswa` built
-with DSWA_GIT_COMMIT defined, as `make` builds it); --commit overrides it. A table without its
-commit is refused.
+The JSON of `dswa bench --op samel --json` (the fused SAME-L block) gives the block's table
+instead, with both of its goals' ratios per row: % of the same-size copy, from the bench; and x
+faster than the compiled PyTorch prologue + op, joined here from --compare FILE (bench/compare.py
+--op samel --json, the same machine) by N and dtype. Its markers are `<!-- perf-samel:begin -->`
+and `<!-- perf-samel:end -->`.
+
+    python3 bench/compare.py --op samel --json samel-compare.json
+    build/dswa bench --op samel --json > bench-samel.json
+    python3 bench/readme_table.py bench-samel.json --compare samel-compare.json
+
+The commit comes from the JSON (a `dswa` built with DSWA_GIT_COMMIT defined, as `make` builds
+it); --commit overrides it. A table without its commit is refused.
 """
 import argparse
 import json
@@ -24,6 +30,7 @@ import tempfile
 
 BEGIN, END = "<!-- perf-table:begin -->", "<!-- perf-table:end -->"
 SAMEL_BEGIN, SAMEL_END = "<!-- perf-samel:begin -->", "<!-- perf-samel:end -->"
+SAMEL_TOOL = "bench/compare.py --op samel"   # the fused block's comparator file's "tool"
 DTYPES = (("f32", "float32"), ("bf16", "bfloat16"), ("f16", "float16"))
 VS = (("full", "2H heads"), ("shared", "shared"))
 
@@ -150,6 +157,78 @@ def num(x, spec, unit=""):
     return "-" if x is None else f"{x:{spec}}{unit}"
 
 
+def join_samel(bench, compare, path):
+    """Sets the comparator's times (bench/compare.py --op samel; None: not run) beside the fused
+    block's rows, by N and dtype: prologue_ms, op_ms, prologue_op_ms (its both_ms) and
+    vs_prologue_op = prologue_op_ms / time_ms, or prologue_op_message saying why there is no
+    ratio. The comparator must have run the bench's problem on the bench's device (a ratio
+    across problems or machines means nothing): otherwise it fails, naming what differs."""
+    for r in bench["rows"]:
+        r.update(prologue_ms=None, op_ms=None, prologue_op_ms=None, vs_prologue_op=None,
+                 prologue_op_message="no comparator: give --compare FILE (bench/compare.py --op "
+                                     "samel, which needs torch)")
+    bench["prologue_op"] = None
+    if compare is None:
+        return
+    where = f"--compare {path}"
+    if compare.get("tool") != SAMEL_TOOL:
+        fail(f'{where}: "tool" is not "{SAMEL_TOOL}": not its output')
+    machine, cfg, rows = compare.get("machine"), compare.get("config"), compare.get("rows")
+    if not isinstance(machine, dict) or not isinstance(cfg, dict) or not isinstance(rows, list):
+        fail(f'{where}: "machine", "config" or "rows" is missing')
+    shape = bench.get("shape", {})
+    want = dict(B=shape.get("batch"), H=shape.get("heads"), D=shape.get("head_dim"),
+                window_left=shape.get("window_left"), window_right=shape.get("window_right"),
+                rot_dims=shape.get("rot_dims"), math=bench.get("math"))
+    if "graph_calls" in bench:   # a GPU run's: the comparator's graphs must be as long
+        want["graph_calls"] = bench["graph_calls"]
+    for key, w in want.items():
+        if cfg.get(key) != w:
+            fail(f"{where}: config.{key} is {cfg.get(key)!r}, the bench's is {w!r}: the "
+                 "comparator ran another problem")
+    dev, mine = machine.get("device"), bench.get("device", "")
+    if not isinstance(dev, str) or not dev:
+        fail(f"{where}: machine.device is missing")
+    # torch names the GPU as the CUDA runtime does; the bench's device adds to that name
+    same = (mine.startswith(dev) and mine[len(dev):len(dev) + 1] in ("", " ")
+            if bench.get("backend") == "cuda" else dev == "cpu")
+    if not same:
+        fail(f"{where}: the comparator ran on '{dev}', the bench on '{mine}': no ratio across "
+             "machines")
+    by = {}
+    for i, c in enumerate(rows):
+        c = c if isinstance(c, dict) else {}
+        n, dt = c.get("N"), c.get("dtype")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1 or dt not in dict(DTYPES):
+            fail(f"{where}: rows[{i}]: N or dtype is missing or not valid")
+        by[(n, dt)] = c
+    for r in bench["rows"]:
+        c = by.get((r["N"], r["dtype"]))
+        if c is None:
+            r["prologue_op_message"] = (f"the comparator file has no row for N = {r['N']} "
+                                        f"{r['dtype']}")
+            continue
+        for key, src in (("prologue_ms", "prologue_ms"), ("op_ms", "op_ms"),
+                         ("prologue_op_ms", "both_ms")):
+            x = c.get(src)
+            r[key] = x if isinstance(x, (int, float)) and x > 0 else None
+        err, rel = c.get("error"), c.get("rel_err")
+        if err:
+            r["prologue_op_message"] = f"comparator: {err}"
+        elif c.get("ok") is not True:
+            r["prologue_op_message"] = ("comparator: its output was not checked" if rel is None
+                                        else f"comparator: its output failed its check (rel_err "
+                                             f"{rel:.3g})")
+        elif r["prologue_op_ms"] is None:
+            r["prologue_op_message"] = "comparator: no both_ms"
+        else:
+            r["prologue_op_message"] = ""
+            if r.get("status") in ("ok", "fail") and r.get("time_ms"):
+                r["vs_prologue_op"] = r["prologue_op_ms"] / r["time_ms"]
+    bench["prologue_op"] = {"file": path, "device": dev, "date": machine.get("date", "?"),
+                            "torch": machine.get("torch", "?")}
+
+
 def samel_goals(r, goals):
     """'(a) met, (b) not met' for a timed row, against the bench's own goals."""
     want_pct = goals.get("pct_of_copy")
@@ -257,7 +336,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("bench", help="output of `dswa bench --json` or `dswa bench --op samel "
                                   "--json` (CUDA backend)")
-    ap.add_argument("--compare", help="output of bench/compare.py --json, same machine")
+    ap.add_argument("--compare", help="output of bench/compare.py --json (the op's bench) or of "
+                                      "bench/compare.py --op samel --json (the fused block's), "
+                                      "same machine")
     ap.add_argument("--commit", help="the commit the bench was built from (overrides the JSON's)")
     ap.add_argument("--readme", help="rewrite the marked region of this file instead of printing")
     a = ap.parse_args()
@@ -267,8 +348,10 @@ def main():
     if not commit:
         fail("no commit: the JSON has none (dswa built without DSWA_GIT_COMMIT); give --commit")
     samel = bench.get("op") == "samel"
-    if samel and compare:
-        fail("--compare goes with the op's table; the samel bench holds its comparator's times")
+    if samel:
+        join_samel(bench, compare, a.compare)
+    elif compare and compare.get("tool") == SAMEL_TOOL:
+        fail(f"--compare {a.compare}: the fused block's comparator; this bench is the op's")
     text = samel_table(bench, commit) if samel else table(bench, compare, commit)
     if a.readme:
         replace_in(a.readme, text, *((SAMEL_BEGIN, SAMEL_END) if samel else (BEGIN, END)))

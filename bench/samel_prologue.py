@@ -1,24 +1,25 @@
-"""The comparator of `dswa bench --op samel` (issue 18): SAME-L's attention block as it runs
-without the fused kernel. The prologue, written in PyTorch from the issue's description and
-torch.compile'd: the packed projection x (B, N, 5*H*D) split into q, k, v, q_diff, k_diff
-(`chunk(5)`, heads (h d) -> h, d); DyT qk-norm gamma * tanh(alpha * x) + beta (q_norm for q and
-q_diff, k_norm for k and k_diff) in fp32, rounded to the dtype; RoPE in fp32 on the first
-rot_dims dims (inv_freq = 1 / base^(2i / rot_dims), angle = position * inv_freq, non-interleaved
-rotate_half), rounded to the dtype; the concatenations that make the op's (B, N, 2H, D) q and
-k. Then dswa's op on its output (torch.ops.dswa.diff_swa, V the packed input's chunk read in
-place and shared by both pairs).
+"""The comparator of `dswa bench --op samel`: SAME-L's attention block as it runs without the
+fused kernel, the unfused path the fused block's goal (b) is measured against. The prologue,
+written in PyTorch as dswa.h describes the block and torch.compile'd: the packed projection x
+(B, N, 5*H*D) split into q, k, v, q_diff, k_diff (`chunk(5)`, heads (h d) -> h, d); DyT qk-norm
+gamma * tanh(alpha * x) + beta (q_norm for q and q_diff, k_norm for k and k_diff) in fp32,
+rounded to the dtype; RoPE in fp32 on the first rot_dims dims (inv_freq = 1 / base^(2i /
+rot_dims), angle = position * inv_freq, non-interleaved rotate_half), rounded to the dtype; the
+concatenations that make the op's (B, N, 2H, D) q and k. Then dswa's op on its output
+(torch.ops.dswa.diff_swa, V the packed input's chunk read in place and shared by both pairs).
 
-Timed as `dswa bench` times (tools/bench.c): a CUDA graph of `graph_calls` back-to-back calls
-on the same inputs, replayed `warmup` times untimed and `repeats` times timed, the median per
-call (events around each replay); the prologue alone, the op alone, and both (goal (b)'s
+Timed as `dswa bench` times (tools/bench/timing.c): a CUDA graph of `graph_calls` back-to-back
+calls on the same inputs, replayed `warmup` times untimed and `repeats` times timed, the median
+per call (events around each replay); the prologue alone, the op alone, and both (goal (b)'s
 comparator). Each row's output is checked on sampled rows against a float64 reference of the
 block (the same prologue in float64, rounded to the dtype where the block rounds, then the
-float64 reference of the op: comparators.ref64). The inputs are random normal (the norms'
-gamma near 1, beta near 0); their values do not change the timing.
+float64 reference of the op: comparators.ref64). The inputs are random normal (the norms' gamma
+near 1, beta near 0); their values do not change the timing.
 
 Run through bench/compare.py:
     python3 bench/compare.py --op samel --json samel-compare.json
-    build/dswa bench --op samel --prologue samel-compare.json     # the ratios, per row
+    build/dswa bench --op samel --json > bench-samel.json
+    python3 bench/readme_table.py bench-samel.json --compare samel-compare.json   # the ratios
 """
 import json
 import math as _math
@@ -28,11 +29,11 @@ import sys
 import time
 import traceback
 
-TOOL = "bench/compare.py --op samel"   # what `dswa bench --prologue` accepts
+TOOL = "bench/compare.py --op samel"   # what bench/readme_table.py --compare accepts
 B, H, D, W, SCALE, LAM = 1, 24, 64, 17, 1 / 8, 1.0
 ROT, BASE = 32, 10000.0
 Q_ALPHA, K_ALPHA = 0.75, 1.25
-GRAPH_CALLS = 20   # dswa bench's GRAPH_CALLS: the bench refuses a file with another count
+GRAPH_CALLS = 20   # dswa bench's GRAPH_CALLS: readme_table.py refuses a file with another count
 DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}   # dswa's names -> torch's
 
 

@@ -8,8 +8,8 @@
 #   scripts/gpu-check.sh [OUTDIR] [all|tests|bench|compare]
 # `tests` and `bench` are the two halves of `all`; `compare` runs the Python comparators
 # (bench/compare.py: Triton block-tiled kernel, FlexAttention) and the plot, then the fused
-# block's comparator (compare.py --op samel: compiled prologue + op) and `dswa bench --op samel
-# --prologue` on its output: the fused block's README table (both ratios) and plot. Each part
+# block's comparator (compare.py --op samel: compiled prologue + op) and `dswa bench --op samel`,
+# joined by bench/readme_table.py: the fused block's README table (both ratios) and plot. Each part
 # keeps within one device call (10 min): the sanitizer runs stop being started once the tests
 # part has run SANITIZER_UNTIL seconds (default 480). Without a GPU it says so and exits 1 at
 # once.
@@ -130,15 +130,15 @@ if [ "$part" = all ] || [ "$part" = compare ]; then
         3) note "samel comparator: skipped (no torch)" ;;   # compare.py said why
         *) note "samel comparator: exit $r in $(secs "$t") s"; rc=1 ;;
     esac
-    step "dswa bench --op samel with the comparator's times: the README's fused-block table"
+    step "dswa bench --op samel joined with the comparator's times: the README's fused-block table"
     t=$(date +%s)
-    prologue=()
-    [ -s "$out/samel-compare.json" ] && prologue=(--prologue "$out/samel-compare.json")
-    if timeout 120 build/dswa bench --op samel ${prologue[@]+"${prologue[@]}"} --json > "$out/bench-samel.json" 2> "$out/bench-samel.err"; then r=ok; else r=FAILED; rc=1; tail -n 5 "$out/bench-samel.err"; fi
-    python3 bench/readme_table.py "$out/bench-samel.json" --commit "$commit" > "$out/readme-samel.md" &&
+    cmp=()
+    [ -s "$out/samel-compare.json" ] && cmp=("$out/samel-compare.json")
+    if timeout 120 build/dswa bench --op samel --json > "$out/bench-samel.json" 2> "$out/bench-samel.err"; then r=ok; else r=FAILED; rc=1; tail -n 5 "$out/bench-samel.err"; fi
+    python3 bench/readme_table.py "$out/bench-samel.json" ${cmp[@]+--compare "${cmp[@]}"} --commit "$commit" > "$out/readme-samel.md" &&
         cat "$out/readme-samel.md" || rc=1
-    python3 bench/plot.py "$out/bench-samel.json" "$out/perf-samel.png" || true
-    note "dswa bench --op samel --prologue: $r in $(secs "$t") s"
+    python3 bench/plot.py "$out/bench-samel.json" "$out/perf-samel.png" ${cmp[@]+"${cmp[@]}"} || true
+    note "dswa bench --op samel, joined: $r in $(secs "$t") s"
 fi
 step "summary (commit $commit)"
 printf '%s' "$summary"

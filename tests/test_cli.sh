@@ -122,72 +122,84 @@ run 2 "$dswa" bench --backend cpu --N 100 --dtype f16 --math fp32 && one_line "-
 run 2 "$dswa" bench --backend cpu --N 100 --dtype f16,bf16 --math tf32 && one_line "--math tf32 applies to f32 only"
 run 2 "$dswa" bench --backend cpu --N= && one_line "option --N: the value is empty"
 
-# ---- bench --op samel (the fused SAME-L block): options, refusals, CPU rows, --prologue -------
+# ---- bench --op samel (the fused SAME-L block): options, refusals, CPU rows, the join ------
 run 2 "$dswa" bench --op nosuch && one_line "--op: 'nosuch' is not diff_swa or samel"
 run 2 "$dswa" bench --op samel --op samel && one_line "--op given twice"
 run 2 "$dswa" bench --op samel --v shared && one_line "--v applies to --op diff_swa only"
 run 2 "$dswa" bench --op samel --cold none && one_line "--cold applies to --op diff_swa only"
-run 2 "$dswa" bench --prologue x.json && one_line "--prologue applies to --op samel only"
-run 2 "$dswa" bench --op samel --prologue nosuch.json && one_line "--prologue nosuch.json: cannot open"
 run 2 "$dswa" bench --op samel --dtype bf16 --math fp32 && one_line "--math fp32 applies to f32 only"
 # CPU rows: every dtype, checked against the float64 reference (exit 1 on a failed check);
 # each run measures the host's copy bandwidth first (seconds): few runs
 samel="bench --op samel --backend cpu --N 40 --repeats 1 --warmup 0"
-run 0 "$dswa" $samel && [ "$(grep -Ec '^-  *40  (f32|f16|bf16) .* ok$' out)" -eq 3 ] &&
-    grep -q '^p+op: no comparator: give --prologue FILE' out || fail "bench --op samel rows: $(cat out)"
+run 0 "$dswa" $samel && [ "$(grep -Ec '^-  *40  (f32|f16|bf16) .* ok$' out)" -eq 3 ] ||
+    fail "bench --op samel rows: $(cat out)"
 run 0 "$dswa" $samel --dtype f32 --math fp32 --window-left 3 --window-right 30 &&
     grep -Eq '^-  *40  f32 .* ok$' out || fail "bench --op samel --math fp32, windows 3/30: $(tail -n 2 out)"
-# --prologue: the comparator's JSON (bench/compare.py --op samel), checked against the bench
-prologue() {   # prologue FILE DEVICE WINDOW_LEFT TOOL ROWS
-    printf '{"tool": "%s", "machine": {"device": "%s", "date": "d", "torch": "t"},\n' "$4" "$2" >"$1"
-    printf ' "config": {"B": 1, "H": 24, "D": 64, "window_left": %s, "window_right": 17, "rot_dims": 32,\n' "$3" >>"$1"
-    printf '  "math": "default", "graph_calls": 20}, "rows": [%s]}\n' "$5" >>"$1"
-}
-ok_rows='{"N": 40, "dtype": "f32", "prologue_ms": 3.0, "op_ms": 1.0, "both_ms": 4.0, "rel_err": 1e-6, "ok": true, "error": null},
+run 0 "$dswa" $samel --json && cp out samel.json && grep -q '"op": "samel"' samel.json ||
+    fail "bench --op samel --json: $(head -c 600 out)"
+if command -v python3 >/dev/null; then
+    # bench/readme_table.py --compare: the comparator's JSON (bench/compare.py --op samel)
+    # joined to the bench's rows by N and dtype, checked against the bench's problem and device
+    compare_file() {   # compare_file FILE DEVICE WINDOW_LEFT TOOL ROWS
+        printf '{"tool": "%s", "machine": {"device": "%s", "date": "d", "torch": "t"},\n' "$4" "$2" >"$1"
+        printf ' "config": {"B": 1, "H": 24, "D": 64, "window_left": %s, "window_right": 17, "rot_dims": 32,\n' "$3" >>"$1"
+        printf '  "math": "default", "graph_calls": 20}, "rows": [%s]}\n' "$5" >>"$1"
+    }
+    ok_rows='{"N": 40, "dtype": "f32", "prologue_ms": 3.0, "op_ms": 1.0, "both_ms": 4.0, "rel_err": 1e-6, "ok": true, "error": null},
  {"N": 40, "dtype": "bf16", "both_ms": 2.0, "rel_err": 0.5, "ok": false, "error": null},
  {"N": 40, "dtype": "f16", "error": "skipped: time budget spent"}'
-tool="bench/compare.py --op samel"
-prologue p.json cpu 17 "$tool" "$ok_rows"
-run 0 "$dswa" $samel --prologue p.json --json && cp out samel.json &&
-    grep -q '"op": "samel"' samel.json && grep -q '"prologue_op": {"file": "p.json", "device": "cpu"' samel.json ||
-    fail "bench --op samel --prologue: $(head -c 600 out)"
-if command -v python3 >/dev/null; then
+    tool="bench/compare.py --op samel"
+    compare_file p.json cpu 17 "$tool" "$ok_rows"
     # the ratio is both_ms / time_ms; a failed or missing comparator row gives none, and says why
     checks=$((checks+1))
-    python3 - samel.json <<'PY' || fail "bench --op samel --prologue: the rows' ratios"
+    python3 - "$repo/bench" samel.json p.json <<'PY' || fail "readme_table.join_samel: the rows' ratios"
 import json, sys
-rows = {r["dtype"]: r for r in json.load(open(sys.argv[1]))["rows"]}
+sys.path.insert(0, sys.argv[1])
+from readme_table import join_samel
+bench = json.load(open(sys.argv[2]))
+join_samel(bench, json.load(open(sys.argv[3])), "p.json")
+assert bench["prologue_op"] == {"file": "p.json", "device": "cpu", "date": "d", "torch": "t"}
+rows = {r["dtype"]: r for r in bench["rows"]}
 f32, bf16, f16 = rows["f32"], rows["bf16"], rows["f16"]
 assert f32["status"] == "ok" and f32["prologue_op_ms"] == 4.0, f32
 assert abs(f32["vs_prologue_op"] - 4.0 / f32["time_ms"]) < 1e-4 * f32["vs_prologue_op"], f32
 assert bf16["vs_prologue_op"] is None and "failed its check" in bf16["prologue_op_message"], bf16
 assert f16["vs_prologue_op"] is None and "time budget" in f16["prologue_op_message"], f16
 PY
-    # readme_table.py: the fused block's table (a GPU run's: the backend relabelled), both
-    # ratios per row; the op's --compare does not go with it
+    # the fused block's README table (a GPU run's: the backend relabelled, the comparator on the
+    # bench's device): both ratios per row; without --compare the ratio column says why
     sed 's/^  "backend": "cpu",$/  "backend": "cuda",/' samel.json >samel-gpu.json
-    run 0 python3 "$repo/bench/readme_table.py" samel-gpu.json &&
+    device=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["device"])' samel.json)
+    compare_file g.json "$device" 17 "$tool" "$ok_rows"
+    run 0 python3 "$repo/bench/readme_table.py" samel-gpu.json --compare g.json &&
         grep -q '^| dtype | L | fused, ms | copy, ms | % copy (a) | prologue / op / both, ms | x (b) | goals |$' out &&
         grep -Eq '^\| f32 \(TF32\) \| N = 40 \| .* \| 3\.000 / 1\.000 / 4\.000 \| [0-9.]+x \| ' out ||
         fail "readme_table.py, samel: $(cat out)"
+    run 0 python3 "$repo/bench/readme_table.py" samel-gpu.json &&
+        grep -q '^Prologue + op: no comparator: give --compare FILE' out ||
+        fail "readme_table.py, samel without --compare: $(cat out)"
     run 1 python3 "$repo/bench/readme_table.py" samel.json && one_line "ran on the CPU backend"
-    run 1 python3 "$repo/bench/readme_table.py" samel-gpu.json --compare samel-gpu.json &&
-        one_line "--compare goes with the op's table"
     printf 'a\n<!-- perf-samel:begin -->\nold\n<!-- perf-samel:end -->\nb\n' >R.md
-    run 0 python3 "$repo/bench/readme_table.py" samel-gpu.json --readme R.md && ! grep -q '^old$' R.md &&
-        grep -q '^| bf16 | N = 40 |' R.md || fail "readme_table.py --readme, samel: $(cat R.md)"
+    run 0 python3 "$repo/bench/readme_table.py" samel-gpu.json --compare g.json --readme R.md &&
+        ! grep -q '^old$' R.md && grep -q '^| bf16 | N = 40 |' R.md ||
+        fail "readme_table.py --readme, samel: $(cat R.md)"
+    # a comparator file that does not fit the bench: refused, naming the file and why
+    echo '{"tool": ' >bad.json
+    run 1 python3 "$repo/bench/readme_table.py" samel.json --compare bad.json && one_line "^readme_table: bad.json: "
+    compare_file q.json cpu 17 "bench/compare.py" "$ok_rows"
+    run 1 python3 "$repo/bench/readme_table.py" samel.json --compare q.json &&
+        one_line "--compare q.json: \"tool\" is not \"bench/compare.py --op samel\""
+    compare_file q.json cpu 5 "$tool" "$ok_rows"
+    run 1 python3 "$repo/bench/readme_table.py" samel.json --compare q.json &&
+        one_line "config.window_left is 5, the bench's is 17"
+    compare_file q.json "NVIDIA H200" 17 "$tool" "$ok_rows"
+    run 1 python3 "$repo/bench/readme_table.py" samel-gpu.json --compare q.json &&
+        one_line "ran on 'NVIDIA H200', the bench on"
+    compare_file q.json cpu 17 "$tool" '{"N": 40, "dtype": "f64", "both_ms": 1}'
+    run 1 python3 "$repo/bench/readme_table.py" samel.json --compare q.json && one_line "rows\[0\]: N or dtype"
+    run 1 python3 "$repo/bench/readme_table.py" gpu.json --compare p.json &&
+        one_line "the fused block's comparator; this bench is the op's"
 fi
-# a comparator file that does not fit the bench: refused before anything runs, naming why
-echo '{"tool": ' >bad.json
-run 2 "$dswa" $samel --prologue bad.json && one_line "--prologue bad.json: not JSON: .* at byte"
-prologue q.json cpu 17 "bench/compare.py" "$ok_rows"
-run 2 "$dswa" $samel --prologue q.json && one_line "\"tool\" is not \"bench/compare.py --op samel\""
-prologue q.json cpu 5 "$tool" "$ok_rows"
-run 2 "$dswa" $samel --prologue q.json && one_line "config.window_left is 5, this bench's is 17"
-prologue q.json "NVIDIA H200" 17 "$tool" "$ok_rows"
-run 2 "$dswa" $samel --prologue q.json && one_line "ran on 'NVIDIA H200', this bench on 'cpu'"
-prologue q.json cpu 17 "$tool" '{"N": 40, "dtype": "f64", "both_ms": 1}'
-run 2 "$dswa" $samel --prologue q.json && one_line "rows\[0\]: N or dtype"
 # ---- end of bench --op samel ----------------------------------------------------------------
 
 # ---- aot ------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for the bench itself (issue 19's measurement): builds for this GPU, runs the
+# One device call for the bench itself (as the op's goal, 95 % of a copy, is measured): builds for this GPU, runs the
 # default `dswa bench --json` (timed: it should take under ~90 s), checks that the bench's copy
 # kernel is at least as fast as cudaMemcpyAsync on 2 GiB, runs the wide kernel at windows of
 # 64 and 128 each side (L = 256 and 4096), and writes README's performance table from the
@@ -33,7 +33,7 @@ k, m = c.get("kernel_gb_s"), c.get("memcpy_gb_s")
 print(f"2 GiB in graphs of {b.get('graph_calls')}: copy kernel {k} GB/s ({c.get('kernel')}), cudaMemcpyAsync {m} GB/s")
 bad = [r for r in b["rows"] if r.get("status") != "ok"]
 low = [r for r in b["rows"] if (r.get("pct_of_copy") or 0) < 95]
-print(f"rows: {len(b['rows'])}, not ok: {len(bad)}, %copy < 95: {len(low)} (issue 19's bar)")
+print(f"rows: {len(b['rows'])}, not ok: {len(bad)}, %copy < 95: {len(low)} (the op's goal)")
 sys.exit(0 if k and m and k >= m and not bad else 1)
 PY
 for w in 64 128; do

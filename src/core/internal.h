@@ -36,6 +36,9 @@ int dswa_cuda_probe(void);
 /* The CPU backend (src/cpu/cpu_backend.c); same precondition. */
 dswa_status dswa_cpu_run(const dswa_problem *p, const void *q, const void *k,
                          const void *v, void *out);
+/* The fused SAME-L block's CPU backend (src/cpu/samel.c); same precondition
+   (dswa_samel_validate). */
+dswa_status dswa_samel_cpu_run(const dswa_samel_problem *p, const void *qkv, void *out);
 
 /* The CPU backward (src/cpu/backward.c); called only after dswa_validate_backward succeeded
    and the problem is non-empty. */

@@ -1,8 +1,10 @@
-/* What the fused SAME-L block's validation (core/samel_validate.c) and its CPU backend
-   (cpu/samel.c) share. Not part of the public contract. */
+/* The fused SAME-L block reduced to the op: what its validation (core/samel_validate.c), its CPU
+   backend (cpu/samel.c) and the AOT export (aot/export.c) share. Inline, so that the backends
+   call nothing in core that calls back into them. Not part of the public contract. */
 #ifndef DSWA_CORE_SAMEL_H
 #define DSWA_CORE_SAMEL_H
 
+#include <string.h>
 #include "dswa.h"
 
 #ifdef __cplusplus
@@ -12,11 +14,22 @@ extern "C" {
 /* The op the block ends in: p's sizes, windows, scale, lambda, dtype, math and out, with q
    and k as views of the packed input (pair 1 three chunks after pair 0) and v its chunk 2,
    shared (v.pair = 0). The q, k, v pointers that go with it are qkv + 0, 1, 2 chunks. */
-dswa_problem dswa_samel_op_problem(const dswa_samel_problem *p);
-
-/* The CPU backend (cpu/samel.c). Called only after dswa_samel_validate succeeded and the
-   problem is non-empty. */
-dswa_status dswa_samel_cpu_run(const dswa_samel_problem *p, const void *qkv, void *out);
+static inline dswa_problem dswa_samel_op_problem(const dswa_samel_problem *p) {
+    dswa_problem d;
+    memset(&d, 0, sizeof d);
+    d.batch = p->batch; d.seq_len = p->seq_len; d.heads = p->heads; d.head_dim = p->head_dim;
+    d.window_left = p->window_left; d.window_right = p->window_right;
+    d.scale = p->scale; d.lambda = p->lambda;
+    d.dtype = p->dtype; d.math = p->math;
+    const dswa_samel_layout *x = &p->qkv;
+    /* pair 1 of q and k is chunk 3 and 4 (q_diff, k_diff): 3 chunks on. */
+    const dswa_layout qk = {x->batch, x->seq, 3 * x->chunk, x->head, x->dim};
+    const dswa_layout v = {x->batch, x->seq, 0, x->head, x->dim};
+    d.q = d.k = qk;
+    d.v = v;
+    d.out = p->out;
+    return d;
+}
 
 #ifdef __cplusplus
 }

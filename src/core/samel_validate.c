@@ -1,50 +1,12 @@
-/* The fused SAME-L block's default, validation and entry points. The fields it
-   shares with the op (sizes, windows, scale, lambda, dtype, math, out) are checked by the op's
-   own dswa_validate on the problem the block reduces to, so both report them alike; this file
-   checks what is the block's own: the packed input, the norms, RoPE. */
+/* The fused SAME-L block's validation. The fields it shares with the op (sizes, windows,
+   scale, lambda, dtype, math, out) are checked by the op's own dswa_validate on the problem the
+   block reduces to, so both report them alike; this file checks what is the block's own: the
+   packed input, the norms, RoPE. */
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include "core/internal.h"
 #include "core/samel.h"
-#include "cuda/kernels.h"
-
-dswa_samel_problem dswa_samel_problem_default(int32_t batch, int32_t seq_len, int32_t heads) {
-    dswa_samel_problem p;
-    memset(&p, 0, sizeof p);
-    p.batch = batch; p.seq_len = seq_len; p.heads = heads; p.head_dim = 64;
-    p.window_left = p.window_right = 17;
-    p.scale = 0.125f;
-    p.lambda = 1.0f;
-    p.dtype = DSWA_F32;
-    p.math = DSWA_MATH_DEFAULT;
-    const int64_t hd = (int64_t)heads * 64;
-    const dswa_samel_layout in = {(int64_t)seq_len * 5 * hd, 5 * hd, hd, 64, 1};
-    const dswa_layout o = {(int64_t)seq_len * hd, hd, 0, 64, 1};
-    p.qkv = in;
-    p.out = o;
-    p.rot_dims = 32;
-    p.rope_base = 10000.0f;
-    p.q_norm.alpha = p.k_norm.alpha = 1.0f;
-    return p;
-}
-
-dswa_problem dswa_samel_op_problem(const dswa_samel_problem *p) {
-    dswa_problem d;
-    memset(&d, 0, sizeof d);
-    d.batch = p->batch; d.seq_len = p->seq_len; d.heads = p->heads; d.head_dim = p->head_dim;
-    d.window_left = p->window_left; d.window_right = p->window_right;
-    d.scale = p->scale; d.lambda = p->lambda;
-    d.dtype = p->dtype; d.math = p->math;
-    const dswa_samel_layout *x = &p->qkv;
-    /* pair 1 of q and k is chunk 3 and 4 (q_diff, k_diff): 3 chunks on. */
-    const dswa_layout qk = {x->batch, x->seq, 3 * x->chunk, x->head, x->dim};
-    const dswa_layout v = {x->batch, x->seq, 0, x->head, x->dim};
-    d.q = d.k = qk;
-    d.v = v;
-    d.out = p->out;
-    return d;
-}
 
 static int overlaps(const void *a, int64_t abytes, const void *b, int64_t bbytes) {
     const uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
@@ -169,43 +131,4 @@ dswa_status dswa_samel_validate(const dswa_samel_problem *p, const void *qkv, co
     /* The output's pointer, span and aliasing, as the op checks them. */
     const char *x = (const char *)qkv;
     return dswa_validate(&d, x, x + p->qkv.chunk * es, x + 2 * p->qkv.chunk * es, out);
-}
-
-dswa_status dswa_samel_forward_cpu(const dswa_samel_problem *p, const void *qkv, void *out) {
-    dswa_status s = dswa_samel_validate(p, qkv, out);
-    if (s != DSWA_OK || p->batch == 0 || p->seq_len == 0) return s;
-    return dswa_samel_cpu_run(p, qkv, out);
-}
-
-dswa_status dswa_samel_forward_cuda(const dswa_samel_problem *p, const void *qkv, void *out,
-                                    void *stream) {
-    dswa_status s = dswa_samel_validate(p, qkv, out);
-    if (s != DSWA_OK) return s;
-    if (!dswa_cuda_probe()) return DSWA_ERR_NO_DEVICE;  /* dswa_cuda_probe recorded why */
-    if (p->batch == 0 || p->seq_len == 0) return DSWA_OK;
-    return dswa_cuda_samel_launch(p, qkv, out, stream);
-}
-
-const char *dswa_samel_kernel_name(const dswa_samel_problem *p) {
-    if (!p) {
-        (void)dswa_samel_validate(p, NULL, NULL);
-        return NULL;
-    }
-    dswa_samel_problem f = *p; /* the fields only: an empty problem's pointers are not read */
-    if (f.batch > 0) f.batch = 0;
-    if (dswa_samel_validate(&f, NULL, NULL)) return NULL;
-    if (p->head_dim != DSWA_HEAD_DIM) {
-        dswa_fail(DSWA_ERR_UNSUPPORTED, "head_dim = %d: the CUDA kernels implement head_dim %d only",
-                  p->head_dim, DSWA_HEAD_DIM);
-        return NULL;
-    }
-    const int32_t n1 = p->seq_len > 0 ? p->seq_len - 1 : 0;
-    const dswa_kernel *k = dswa_samel_kernel_pick(p->dtype, p->math, p->window_left < n1 ? p->window_left : n1,
-                                                  p->window_right < n1 ? p->window_right : n1, p->rot_dims);
-    return k ? k->entry : NULL;
-}
-
-double dswa_samel_min_bytes(const dswa_samel_problem *p) {
-    const double units = (double)p->batch * p->seq_len * p->heads * p->head_dim;
-    return units * (double)dswa_dtype_size(p->dtype) * (5.0 + 1.0);
 }
