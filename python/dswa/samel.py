@@ -103,9 +103,9 @@ class SamelAttention(torch.nn.Module):
         super().__init__()
         if not looks_like_attention(attn):
             raise ValueError(f"dswa.samel: {type(attn).__name__} is not an upstream-shaped "
-                             "differential Attention: it needs to_qkv (a Linear without bias, "
-                             "5 * H * D outputs), q_norm and k_norm with alpha, gamma and beta "
-                             "(DyT), and to_out")
+                             "Attention (differential, DyT qk-norm): it needs to_qkv (a Linear "
+                             "without bias, 5 * H * D outputs), q_norm and k_norm with alpha, "
+                             "gamma and beta, and to_out")
         if isinstance(attn, SamelAttention):
             attn = attn._original[0]
         D = attn.q_norm.gamma.numel()
@@ -193,7 +193,8 @@ class SamelAttention(torch.nn.Module):
                         ("flex_attention_score_mod", score_mod),
                         ("padding_mask", padding_mask), ("varlen_metadata", varlen_metadata)):
             if v is not None:
-                return name, f"{name} is given (the fused block is unmasked self-attention)"
+                return name, (f"{name} is given (the fused block is windowed self-attention "
+                              "with none)")
         if window is None:
             return "window", ("flash_attn_sliding_window is None (full attention; the fused "
                               "block is windowed)")

@@ -64,11 +64,11 @@ class RotaryEmbedding(nn.Module):
 
 
 def rotate(t, freqs):
-    """t (..., n, d) rotated in float32 on its first freqs.shape[-1] dims by freqs' last n rows
+    """t (..., n, d) rotated in float32 (float64 for float64 t) on its first freqs.shape[-1] dims by freqs' last n rows
     (non-interleaved halves); the other dims pass."""
-    rot = freqs.shape[-1]
-    f = freqs[-t.shape[-2]:].to(torch.float32)
-    t = t.to(torch.float32)
+    rot, ct = freqs.shape[-1], torch.promote_types(t.dtype, torch.float32)
+    f = freqs[-t.shape[-2]:].to(ct)
+    t = t.to(ct)
     a, rest = t[..., :rot], t[..., rot:]
     a1, a2 = a.chunk(2, dim=-1)
     a = a * f.cos() + torch.cat((-a2, a1), dim=-1) * f.sin()
