@@ -11,9 +11,8 @@ import inspect
 import pickle
 import warnings
 
-from _util import LONG, raises, skip, torch
-
-import dswa
+from _util import LONG, raises, torch
+from test_samel_torch import need_cuda, need_torch
 
 # Relative Frobenius errors against the float64 copy. The attention module's output: the
 # fused block's documented error (CPU fp32; CUDA TF32; bfloat16 as the drop-in's own test),
@@ -24,21 +23,6 @@ TOL = {("cpu", "float32"): 2e-5, ("cpu", "bfloat16"): 1e-2,
        ("cuda", "float32"): 5e-3, ("cuda", "bfloat16"): 2.5e-2}
 TOL_UNSWAPPED_BF16 = 4e-2
 DIM, B, N = 128, 2, 50
-
-
-def need_torch():
-    if torch is None:
-        skip("skipped: torch not installed")
-    if not hasattr(torch.library, "custom_op"):
-        skip("skipped: torch < 2.4 has no torch.library.custom_op")
-
-
-def need_cuda():
-    need_torch()
-    if not torch.cuda.is_available():
-        skip("skipped: no CUDA device for torch")
-    if not dswa.cuda_available():
-        skip("skipped: libdswa.so has no CUDA backend or sees no device")
 
 
 def blocks(dtype="float32", device="cpu", seed=1, **kw):
