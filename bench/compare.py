@@ -19,6 +19,10 @@ come, so a killed run still leaves its JSON.
 compiled PyTorch prologue + dswa's op, in CUDA graphs as `dswa bench` times), whose JSON
 bench/readme_table.py --compare joins to `dswa bench --op samel --json`'s:
     python3 bench/compare.py --op samel --json samel-compare.json
+
+--op block times one SAME-L transformer block with its attention unswapped and swapped by
+dswa.samel (bench/block_bench.py):
+    python3 bench/compare.py --op block --json block.json
 """
 import argparse
 import datetime
@@ -32,6 +36,7 @@ import tempfile
 import time
 import traceback
 
+import block_bench
 import samel_prologue
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -148,9 +153,10 @@ def child(args):
 # ---- driver ---------------------------------------------------------------------------------
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--op", default="diff_swa", choices=["diff_swa", "samel"],
-                    help="the op against its comparators (default), or the fused SAME-L block "
-                         "against the compiled prologue + op")
+    ap.add_argument("--op", default="diff_swa", choices=["diff_swa", "samel", "block"],
+                    help="the op against its comparators (default), the fused SAME-L block "
+                         "against the compiled prologue + op, or a SAME-L transformer block "
+                         "with its attention swapped (bench/block_bench.py)")
     ap.add_argument("--L", type=int, nargs="+", default=[256, 1292, 4096])
     ap.add_argument("--dtypes", nargs="+", default=None,
                     help="default: float32 bfloat16 float16 (--op samel: f32 bf16 f16; either "
@@ -173,18 +179,21 @@ def main():
     ap.add_argument("--deadline", type=float, default=math.inf, help=argparse.SUPPRESS)
     ap.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # "cpu": tests only
     samel_prologue.add_arguments(ap)
+    block_bench.add_arguments(ap)
     args = ap.parse_args()
     if args.table:
         with open(args.table) as f:
             saved = json.load(f)
-        (samel_prologue.print_table if saved.get("tool") == samel_prologue.TOOL
-         else print_table)(saved)
+        {samel_prologue.TOOL: samel_prologue.print_table,
+         block_bench.TOOL: block_bench.print_table}.get(saved.get("tool"), print_table)(saved)
         return 0
     if args.quick and "--L" not in sys.argv:
         args.L = [256]
     if args.quick:
         args.warmup, args.rep = min(args.warmup, 10), min(args.rep, 50)
     sys.path[:0] = [HERE, os.path.join(HERE, "..", "python")]   # comparators, the dswa package
+    if args.op == "block":
+        return block_bench.run(args, machine_info)
     if args.op == "samel":
         try:
             import torch  # noqa: F401

@@ -6,31 +6,61 @@
 An upstream-shaped `Attention` (stable_audio_3's transformer.py with differential=True,
 qk_norm='dyt') has `to_qkv` (Linear, no bias, 5*H*D outputs: q, k, v, q_diff, k_diff),
 `q_norm` and `k_norm` (DyT: `alpha` a learned scalar, `gamma`, `beta` vectors of D) and
-`to_out`. Between to_qkv and to_out it runs DyT, RoPE on the first D // 2 dims (base 10000,
-positions 0 .. N-1), two sliding-window attentions (|i - j| <= 17, scale 1/sqrt(D)) sharing v
-and out - out_diff. SamelAttention keeps the module's parameters, buffers and children under
-their own names (state_dict() has the same keys and loads either way) and replaces that core
-by torch.ops.dswa.samel_attention: to_qkv(x) is read in place, the result goes to to_out.
+`to_out`, optionally `feat_scale` with `lambda_dc`, `lambda_hf`. Its forward is
+
+    forward(x, context=None, rotary_pos_emb=None, rotary_pos_emb_k=None, causal=None,
+            flex_attention_block_mask=None, flex_attention_score_mod=None,
+            flash_attn_sliding_window=None, padding_mask=None, varlen_metadata=None)
+
+and SamelAttention.forward takes the same arguments, by keyword or position. When the call is
+windowed self-attention (flash_attn_sliding_window = [left, right], no context, masks, score
+mod, varlen metadata, rotary_pos_emb_k or causal) with upstream's RoPE table, under no_grad,
+in float32/float16/bfloat16 on a device the library runs on, it computes
+to_out(torch.ops.dswa.samel_attention(to_qkv(x))) and feat_scale's rescaling, as upstream's
+forward computes them. Anything else runs the module's own upstream forward, unchanged, and
+warns once per module and reason: a swapped model gives what the original gives.
+
+The module's state: SamelAttention and the original module share one attribute dictionary
+(parameters, buffers, children, training flag, plain attributes such as feat_scale and
+causal), so state_dict() has exactly the original keys, `.to()`, `.half()`, `train()` and
+load_state_dict(assign=True) act on both, and the fallback runs the original forward on the
+same tensors; nothing is copied or registered twice.
+
+RoPE: upstream passes rotary_pos_emb = (freqs, scale), freqs (rows, rot) float32 angles,
+position times inv_freq, the frequencies repeated for both halves; Attention rotates the first
+rot dims of q and k with the table's last N rows and ignores scale. The fused block computes
+the angles itself, fp32(fp32(pos_offset + i) * fp32(base^(-2f / rot))). In eager mode the
+table is checked against that (one small device-to-host read per new table: its first
+position and the largest relative difference, which must be <= 1e-6) and pos_offset is taken
+from it; a table that is not integer positions counting up by one from row to row, with
+`base`, falls back. Inside torch.compile and CUDA-graph capture no value is read (that would
+be a host sync): the table is taken to continue the pattern last verified eagerly for this
+module (the same rot dims and first position) and, when none was, the module falls back with
+a warning saying so; run the model once eagerly first (for a model compiled inside, e.g. with
+`torch.compiler.set_stance("force_eager")`).
 
 The alphas: the op takes them as host floats. SamelAttention reads them (one host sync) when
 it is built and again, in eager mode, whenever a norm parameter's version changes (an
-optimizer step, load_state_dict, an in-place write). Inside torch.compile and CUDA-graph
-capture it uses the values last read: after changing alpha, run the module once eagerly or
-call refresh() before compiling or capturing again (capturing with an alpha changed since
-raises). Norm weights that are not float32 contiguous vectors on the module's device (a
-bfloat16 model's) are copied to float32 buffers at the same moments (not in the state_dict).
-RoPE's angles are computed in float32 from base and the positions, as upstream computes them
-from a float32 inv_freq: a model cast whole to 16 bits (module.to(torch.bfloat16), inv_freq
-buffer included) rotates by other angles, further off at later positions. Forward only (no
-autograd).
+optimizer step, load_state_dict, an in-place write). Inside torch.compile it uses the values
+last read: after changing alpha, run the module once eagerly or call refresh() before
+compiling again; a CUDA-graph capture that sees a norm changed since falls back (warning).
+Norm weights that are not float32 contiguous vectors on the module's device (a bfloat16
+model's) are copied to float32 buffers at the same moments (not in the state_dict).
+Forward only: when autograd would record the call, the original forward runs.
 """
 import ctypes
+import math as _math
+import warnings
+import weakref
 
 import torch
 
 from . import _core, _lib
 
 _NORM_PARAMS = ("alpha", "gamma", "beta")
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_ANGLE_TOL = 1e-6      # relative, as the ONNX rewrite's check of a RoPE table
+_last_table = None     # (weakref to freqs, its _version, base, rows, result): shared by modules
 
 
 def _capturing():
@@ -39,43 +69,47 @@ def _capturing():
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
+@torch.compiler.assume_constant_result
+def _warn(message):
+    # Called at trace time under torch.compile (a warnings.warn in the graph would break it).
+    warnings.warn(message, RuntimeWarning, stacklevel=4)
+    return True
+
+
 def looks_like_attention(m):
-    """Whether m has the upstream Attention's attention parameters: to_qkv (a Linear without
-    bias), q_norm and k_norm with alpha, gamma, beta, and to_out."""
+    """Whether m has the upstream differential Attention's parameters: to_qkv (a Linear
+    without bias, 5 chunks of D per head), q_norm and k_norm with alpha, gamma, beta (DyT),
+    and to_out."""
     qkv = getattr(m, "to_qkv", None)
-    return (isinstance(qkv, torch.nn.Linear) and qkv.bias is None and
-            hasattr(m, "to_out") and
+    if not (isinstance(qkv, torch.nn.Linear) and qkv.bias is None and hasattr(m, "to_out") and
             all(isinstance(getattr(getattr(m, n, None), p, None), torch.Tensor)
-                for n in ("q_norm", "k_norm") for p in _NORM_PARAMS))
+                for n in ("q_norm", "k_norm") for p in _NORM_PARAMS)):
+        return False
+    D = m.q_norm.gamma.numel()
+    return (getattr(m, "differential", True) is not False and
+            getattr(m, "qk_norm", "dyt") == "dyt" and D > 0 and qkv.out_features % (5 * D) == 0)
 
 
 class SamelAttention(torch.nn.Module):
-    """attn's forward with the attention core fused (see the module docstring).
+    """attn with its attention core fused where the call allows (see the module docstring).
 
-    attn: the upstream-shaped module (its submodules and parameters are taken over, shared,
-    not copied). heads: default to_qkv.out_features // (5 * D), D = q_norm.gamma's length
-    (checked against attn.num_heads / attn.heads when present). window, window_left,
-    window_right, scale (default 1/sqrt(D)), lam (1: out - out_diff), rot_dims (default
-    D // 2), base, math: as dswa.samel_attention's."""
+    attn: the upstream-shaped module; it and this module share one state afterwards. heads:
+    default to_qkv.out_features // (5 * D), D = q_norm.gamma's length (checked against
+    attn.num_heads / attn.heads when present). base: the RoPE base the tables are checked
+    against and the block computes with (upstream's RotaryEmbedding default). math: as
+    dswa.samel_attention's."""
 
-    def __init__(self, attn, *, heads=None, window=17, window_left=None, window_right=None,
-                 scale=None, lam=1.0, rot_dims=None, base=10000.0, math="default"):
+    def __init__(self, attn, *, heads=None, base=10000.0, math="default"):
         super().__init__()
         if not looks_like_attention(attn):
             raise ValueError(f"dswa.samel: {type(attn).__name__} is not an upstream-shaped "
-                             "Attention: it needs to_qkv (a Linear without bias), q_norm and "
-                             "k_norm with alpha, gamma and beta, and to_out")
-        for name, m in attn._modules.items():
-            self.add_module(name, m)
-        for name, p in attn._parameters.items():
-            self.register_parameter(name, p)
-        for name, b in attn._buffers.items():
-            self.register_buffer(name, b, persistent=name not in attn._non_persistent_buffers_set)
-        D = self.q_norm.gamma.numel()
-        out = self.to_qkv.out_features
-        if D <= 0 or out % (5 * D):
-            raise ValueError(f"dswa.samel: to_qkv has {out} outputs: expected 5 * H * D with "
-                             f"D = {D} (q_norm.gamma's length)")
+                             "Attention (differential, DyT qk-norm): it needs to_qkv (a Linear "
+                             "without bias, 5 * H * D outputs), q_norm and k_norm with alpha, "
+                             "gamma and beta, and to_out")
+        if isinstance(attn, SamelAttention):
+            attn = attn._original[0]
+        D = attn.q_norm.gamma.numel()
+        out = attn.to_qkv.out_features
         H = out // (5 * D)
         for name in ("num_heads", "heads"):
             h = getattr(attn, name, None)
@@ -87,20 +121,37 @@ class SamelAttention(torch.nn.Module):
                              f"heads of D = {D}")
         for n in ("q_norm", "k_norm"):
             for p in ("gamma", "beta"):
-                k = getattr(getattr(self, n), p).numel()
+                k = getattr(getattr(attn, n), p).numel()
                 if k != D:
                     raise ValueError(f"dswa.samel: {n}.{p} has {k} elements: expected D = {D} "
                                      "(q_norm.gamma's length)")
-        self.heads, self.head_dim = H, D
-        self._settings = _core.samel_options(D, window, window_left, window_right, scale, lam,
-                                             math, rot_dims, base, 0, 1.0, 1.0)
-        p = _lib.lib().dswa_samel_problem_default(0, 1, 1)    # the settings, checked now
-        p.head_dim, p.window_left, p.window_right, p.scale, p.lambda_, p.math = \
-            D, *self._settings[:5]
-        p.rot_dims, p.rope_base = self._settings[5], self._settings[6]
+        # Settings the call does not give, checked now (the window is checked per call: any
+        # pair of int32 >= 0 is one the library runs).
+        s = _core.samel_options(D, 0, None, None, None, 1.0, math, None, base, 0, 1.0, 1.0)
+        m, base = s[4], s[6]
+        p = _lib.lib().dswa_samel_problem_default(0, 1, 1)
+        p.head_dim, p.math, p.rope_base, p.rot_dims = D, m, base, D - D % 2
         _lib.check(_lib.lib().dswa_samel_validate(ctypes.byref(p), None, None))
+        cuda = bool(_lib.lib().dswa_cuda_available())   # a library call: not per forward
+        # One state with the original (see the module docstring): a plain tuple holds it so
+        # that it is not a registered child (no second copy of its keys in state_dict).
+        object.__setattr__(self, "__dict__", attn.__dict__)
+        self._original = (attn,)
+        self.heads, self.head_dim, self._math, self._base = H, D, m, base
+        self._cuda = cuda
+        self._rope_seen = None     # (rot dims, position of the table's row 0), verified eagerly
+        self._warned = set()
         self._seen = None
         self.refresh()
+
+    def __setstate__(self, state):
+        # copy.deepcopy and pickle rebuild the original with a dictionary of its own (a copy
+        # of the entries): share it again, so that the copy keeps one state too.
+        super().__setstate__(state)
+        object.__setattr__(self._original[0], "__dict__", self.__dict__)
+
+    def extra_repr(self):
+        return f"heads={self.heads}, head_dim={self.head_dim}, fused"
 
     def _norm_tensors(self):
         return [getattr(getattr(self, n), p) for n in ("q_norm", "k_norm") for p in _NORM_PARAMS]
@@ -133,32 +184,158 @@ class SamelAttention(torch.nn.Module):
             self._weights = weights
         self._seen = self._versions()
 
-    def forward(self, x, context=None, mask=None, context_mask=None, rotary_pos_emb=None,
-                causal=None, *, pos_offset=0):
-        """to_out(fused core(to_qkv(x))) for x (B, N, dim). RoPE positions are pos_offset + i
-        (upstream's rotary_pos_emb for positions 0 .. N-1 is what it computes; a given
-        rotary_pos_emb is not read). context, mask, context_mask and causal=True are not
-        supported (the fused block is windowed self-attention) and refused."""
-        for name, v in (("context", context), ("mask", mask), ("context_mask", context_mask)):
+    # ---- what the call asks for ----------------------------------------------------------
+    def _unfused(self, x, context, rotary_pos_emb_k, causal, block_mask, score_mod, window,
+                 padding_mask, varlen_metadata):
+        """(key, reason) when the fused block does not compute this call, else None."""
+        for name, v in (("context", context), ("rotary_pos_emb_k", rotary_pos_emb_k),
+                        ("flex_attention_block_mask", block_mask),
+                        ("flex_attention_score_mod", score_mod),
+                        ("padding_mask", padding_mask), ("varlen_metadata", varlen_metadata)):
             if v is not None:
-                raise ValueError(f"dswa.samel: {name} is not supported: the fused block is "
-                                 "self-attention over a sliding window")
-        if causal:
-            raise ValueError("dswa.samel: causal=True is not supported: the window is "
-                             "two-sided (window_left=, window_right= when building)")
-        if not torch.compiler.is_compiling():
-            if self._versions() != self._seen:
-                if _capturing():
-                    raise RuntimeError("dswa.samel: the norms changed since they were last read, "
-                                       "inside a CUDA-graph capture: call refresh() (or run "
-                                       "once eagerly) before capturing")
+                return name, (f"{name} is given (the fused block is windowed self-attention "
+                              "with none)")
+        if window is None:
+            return "window", ("flash_attn_sliding_window is None (full attention; the fused "
+                              "block is windowed)")
+        if not (isinstance(window, (list, tuple)) and len(window) == 2 and
+                all(isinstance(w, int) and not isinstance(w, bool) and 0 <= w < 2**31
+                    for w in window)):
+            return "window", (f"flash_attn_sliding_window = {window!r}: the fused block takes "
+                              "[left, right], two integers >= 0")
+        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[1] < 1:
+            return "x", (f"x has shape {tuple(getattr(x, 'shape', ()))}: the fused block takes "
+                         "(B, N, dim) with N >= 1")
+        n = x.shape[1]
+        c = getattr(self, "causal", False) if causal is None else causal
+        if c and n > 1:
+            return "causal", "causal attention (the fused block's window is two-sided)"
+        if x.dtype not in _DTYPES:
+            return "dtype", (f"x.dtype = {x.dtype}: the fused block runs float32, float16 and "
+                             "bfloat16")
+        if x.device.type not in ("cpu", "cuda") or x.is_cuda and not self._cuda:
+            return "device", f"x is on {x.device}, where this build of libdswa does not run"
+        if self.to_qkv.weight.device != x.device or self._weights[0].device != x.device:
+            return "device", (f"x is on {x.device} but the module's weights on "
+                              f"{self.to_qkv.weight.device}")
+        if torch.is_grad_enabled() and (x.requires_grad or
+                                         any(p.requires_grad for p in self.parameters())):
+            return "grad", ("autograd records this call and the fused block has no backward "
+                            "(run inference under torch.no_grad() or torch.inference_mode())")
+        return None
+
+    def _rotary(self, rotary_pos_emb, n):
+        """(rot_dims, pos_offset) of upstream's table for the fused block, or (key, reason)
+        with rot_dims None."""
+        if rotary_pos_emb is None:
+            return 0, 0                      # upstream rotates nothing
+        try:
+            freqs, _ = rotary_pos_emb        # upstream ignores the scale
+        except (TypeError, ValueError):
+            return None, ("rotary", "rotary_pos_emb is not a pair (freqs, scale)")
+        if not isinstance(freqs, torch.Tensor) or freqs.dim() != 2:
+            return None, ("rotary", f"rotary_pos_emb's freqs has shape "
+                                    f"{tuple(getattr(freqs, 'shape', ()))}: the fused block "
+                                    "takes (positions, rot dims)")
+        rows, rot = freqs.shape
+        if rows < n or rot % 2 or rot > self.head_dim or not freqs.is_floating_point():
+            return None, ("rotary", f"rotary_pos_emb's freqs is {tuple(freqs.shape)} "
+                                    f"{freqs.dtype}: the fused block takes at least N = {n} "
+                                    f"rows of an even number of dims <= {self.head_dim}")
+        if freqs.device != self.to_qkv.weight.device:
+            return None, ("rotary", f"rotary_pos_emb's freqs is on {freqs.device}, not on the "
+                                    "module's device")
+        if rot == 0:
+            return 0, 0
+        if _capturing():
+            seen = self._rope_seen
+            if seen is None or seen[0] != rot:
+                return None, ("rotary-unverified",
+                              "rotary_pos_emb is not read inside torch.compile or CUDA-graph "
+                              "capture (a host sync) and no table of "
+                              f"{rot} dims was verified in eager mode: run the model once "
+                              "eagerly first (torch.compiler.set_stance('force_eager'))")
+            first = seen[1]
+        else:
+            first = self._verify_table(freqs)
+            if isinstance(first, str):
+                return None, ("rotary", first)
+            self._rope_seen = (rot, first)
+        return rot, first + rows - n     # upstream uses the table's last n rows
+
+    def _verify_table(self, freqs):
+        """The position of the table's row 0, or why it is not one the fused block computes."""
+        global _last_table
+        key = (freqs._version, self._base, freqs.shape[0])
+        if _last_table is not None and _last_table[0]() is freqs and _last_table[1:4] == key:
+            return _last_table[4]
+        rows, rot = freqs.shape
+        c = rot // 2
+        with torch.no_grad():
+            f = freqs.detach().to(torch.float32)
+            inv = torch.tensor([self._base ** (-2.0 * j / rot) for j in range(c)],
+                               dtype=torch.float64).to(device=f.device, dtype=torch.float32)
+            p0 = f[0, 0].round()
+            pos = p0 + torch.arange(rows, device=f.device, dtype=torch.float32)
+            want = (pos[:, None] * inv[None, :]).repeat(1, 2)
+            err = ((f - want).abs() / (want.abs() + 1)).max()
+            first, err = torch.stack([p0, err]).tolist()     # the one host sync
+        if not err <= _ANGLE_TOL:
+            result = (f"rotary_pos_emb's angles differ from float32 positions {first:g} + i "
+                      f"times base^(-2f / {rot}) with base {self._base:g} by up to {err:.2g} "
+                      "(relative; another base, interpolation, positions not counting up by "
+                      "one, or a 16-bit table)")
+        elif not 0 <= first <= 2**31 - rows:
+            result = (f"rotary_pos_emb's first position is {first:g}: the fused block takes "
+                      "positions >= 0 that fit int32")
+        else:
+            result = int(first)
+        _last_table = (weakref.ref(freqs), *key, result)
+        return result
+
+    def forward(self, x, context=None, rotary_pos_emb=None, rotary_pos_emb_k=None, causal=None,
+                flex_attention_block_mask=None, flex_attention_score_mod=None,
+                flash_attn_sliding_window=None, padding_mask=None, varlen_metadata=None):
+        """Upstream Attention's forward (same arguments): fused where the call allows, else
+        the original forward (see the module docstring)."""
+        why = self._unfused(x, context, rotary_pos_emb_k, causal, flex_attention_block_mask,
+                            flex_attention_score_mod, flash_attn_sliding_window, padding_mask,
+                            varlen_metadata)
+        if why is None:
+            rot, pos = self._rotary(rotary_pos_emb, x.shape[1])
+            if rot is None:
+                why = pos
+        if why is None and not torch.compiler.is_compiling() and self._versions() != self._seen:
+            if _capturing():
+                why = ("norms", "the norms changed since they were last read, inside a CUDA-graph "
+                                "capture: call refresh() (or run once eagerly) before capturing")
+            else:
                 self.refresh()
-        wl, wr, scale, lam, m, rot, base = self._settings[:7]
-        qkv = self.to_qkv(x)
-        out = torch.ops.dswa.samel_attention(qkv, *self._weights, self._q_alpha, self._k_alpha,
-                                             self.heads, wl, wr, scale, lam, rot, base,
-                                             pos_offset, m)
-        return self.to_out(out)
+        if why is not None:
+            if why[0] not in self._warned:
+                self._warned.add(why[0])
+                _warn(f"dswa.samel: {type(self._original[0]).__name__} runs its own forward: "
+                      f"{why[1]}")
+            kw = {k: v for k, v in (
+                ("context", context), ("rotary_pos_emb", rotary_pos_emb),
+                ("rotary_pos_emb_k", rotary_pos_emb_k), ("causal", causal),
+                ("flex_attention_block_mask", flex_attention_block_mask),
+                ("flex_attention_score_mod", flex_attention_score_mod),
+                ("flash_attn_sliding_window", flash_attn_sliding_window),
+                ("padding_mask", padding_mask), ("varlen_metadata", varlen_metadata))
+                if v is not None}
+            return self._original[0].forward(x, **kw)
+        wl, wr = flash_attn_sliding_window
+        out = torch.ops.dswa.samel_attention(
+            self.to_qkv(x), *self._weights, self._q_alpha, self._k_alpha, self.heads, wl, wr,
+            1 / _math.sqrt(self.head_dim), 1.0, rot, self._base, pos, self._math)
+        out = self.to_out(out)
+        if getattr(self, "feat_scale", False):
+            # upstream's rescaling after to_out (without padding mask): mean over positions
+            out_dc = out.mean(dim=-2, keepdim=True)
+            out_hf = out - out_dc
+            out = out + self.lambda_dc * out_dc + self.lambda_hf * out_hf
+        return out
 
 
 def swap_attention(module, **settings):
@@ -173,6 +350,7 @@ def swap_attention(module, **settings):
     n = 0
     for name, child in list(module.named_children()):
         if isinstance(child, SamelAttention):
+            n += 1
             continue
         if looks_like_attention(child):
             setattr(module, name, SamelAttention(child, **settings))
@@ -186,5 +364,6 @@ def swap_attention(module, **settings):
                     raise
     if n == 0:
         raise ValueError(f"dswa.samel: no upstream-shaped Attention in {type(module).__name__} "
-                         "(to_qkv without bias, q_norm/k_norm with alpha, gamma, beta, to_out)")
+                         "(to_qkv without bias, 5 * H * D outputs, q_norm/k_norm with alpha, "
+                         "gamma, beta, to_out)")
     return module
