@@ -355,6 +355,7 @@ __global__ void __launch_bounds__(THREADS, 4) strip_probe(const probe_args a) {
     }
     /* 16-bit: cos/sin of positions [i00 - 17, i00 + 81), packed pairs, slot = position mod 128 */
     auto table_fill = [&](int lo, int hi) {
+        if constexpr (TAB)
         for (int idx = t; idx < (hi - lo) * 8; idx += THREADS) {
             const int pos = lo + (idx >> 3), m = idx & 7;
             float s0, c0, s1, c1;
