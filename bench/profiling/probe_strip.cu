@@ -106,6 +106,7 @@ __device__ __forceinline__ float f_lo(uint32_t w, __nv_bfloat16) { return __uint
 __device__ __forceinline__ float f_hi(uint32_t w, __nv_bfloat16) { return __uint_as_float(w & 0xffff0000u); }
 
 template <typename T> __device__ __forceinline__ uint32_t pk2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pk2<float>(float lo, float) { return __float_as_uint(lo); } /* unused: f32 has no table */
 template <> __device__ __forceinline__ uint32_t pk2<__half>(float lo, float hi) {
     __half2 h = __floats2half2_rn(lo, hi);
     return *(uint32_t *)&h;
@@ -282,7 +283,7 @@ template <int U> struct unit_of {
 };
 
 template <typename T>
-__global__ void __launch_bounds__(THREADS, 4) strip_probe(const probe_args a) {
+__global__ void __launch_bounds__(THREADS, 5) strip_probe(const probe_args a) {
     constexpr int U = sizeof(T) / 2;   /* 128-byte units per head row */
     constexpr int SPT = 5 * U * 2;     /* stages per tile */
     constexpr int DROWS = 2 * U * TILE + 3 * U * WROWS; /* dump rows per tile */
@@ -334,14 +335,13 @@ __global__ void __launch_bounds__(THREADS, 4) strip_probe(const probe_args a) {
     cp_commit();
     /* stage G: 32 rows x 8 chunks, two per thread. A K-like stage's row r is window row
        34 + 32 part + r, so its swizzle key is r + 2 (the key is the window row mod 8) */
-    auto issue = [&](int G) {
-        const int tl = G / SPT, w = G % SPT;
+    auto issue = [&](int tl, int w, int slot) {
         const unit_of<U> un(w >> 1);
         const int part = w & 1, kl = un.klike();
         const int p0 = (tile0 + tl) * TILE + (kl ? WL : 0) + SROWS * part;
         const char *base = sm.src[un.ti] + un.u * ROWB;
         const long long sn = sm.sn[un.ti];
-        uint4(*st)[8] = ring[G % ns];
+        uint4(*st)[8] = ring[slot];
 #pragma unroll
         for (int it = 0; it < 2; it++) {
             const int idx = t + THREADS * it, r = idx >> 3, c = idx & 7, pos = p0 + r;
@@ -349,13 +349,12 @@ __global__ void __launch_bounds__(THREADS, 4) strip_probe(const probe_args a) {
             cp16(&st[r][c ^ swz<T>(kl ? r + 2 : r)], base + (long long)(ok ? pos : 0) * sn + c * 16, ok);
         }
     };
-    for (int G = 0; G < ns - 3; G++) {
-        if (G < total) issue(G);
+    for (int G = 0; G < ns - 3; G++) { /* ns - 3 < SPT: all in the first tile */
+        if (G < total) issue(0, G, G);
         cp_commit();
     }
     /* 16-bit: cos/sin of positions [i00 - 17, i00 + 81), packed pairs, slot = position mod 128 */
     auto table_fill = [&](int lo, int hi) {
-        if constexpr (TAB)
         for (int idx = t; idx < (hi - lo) * 8; idx += THREADS) {
             const int pos = lo + (idx >> 3), m = idx & 7;
             float s0, c0, s1, c1;
@@ -370,26 +369,29 @@ __global__ void __launch_bounds__(THREADS, 4) strip_probe(const probe_args a) {
     const int ri = t & (TILE - 1), side = t >> 6; /* this thread's output row and half */
     const int xr = t >> 2, sub = t & 3;           /* this thread's transform row and quarter */
     float acc = 0.f;
+    /* step counters kept incrementally (no run-time division per step): slot of stage G and of
+       the two before it, G's tile and step in the tile, and the same for the stage issued at G */
+    int cur = 0, p1 = ns - 1, p2 = ns - 2, tl = 0, w = 0, itl = 0, iw = ns - 3;
     for (int G = 0; G < total; G++) {
         cp_wait(ns - 4);
         __syncthreads(); /* stage G landed for all; step G - 1 done by all */
-        const int tl = G / SPT, w = G % SPT, part = w & 1;
+        const int part = w & 1;
         const unit_of<U> un(w >> 1);
         const int i0 = (tile0 + tl) * TILE;
         /* the K-like unit used at step G - 1: its new rows 30..63 (stages G - 2 and G - 1) become the
            next tile's halo; same swizzle keys, so chunks copy as they are */
         if (G >= 2) {
-            const int wp = (G - 1) % SPT;
+            const int wp = w ? w - 1 : SPT - 1, tlp = w ? tl : tl - 1;
             const unit_of<U> up(wp >> 1);
-            if ((wp & 1) && up.klike() && (G - 1) / SPT + 1 < ntile) {
+            if ((wp & 1) && up.klike() && tlp + 1 < ntile) {
                 for (int idx = t; idx < HALO * 8; idx += THREADS) {
                     const int hw = idx >> 3, c = idx & 7, q = 30 + hw;
-                    halo[up.xu()][hw][c] = ring[(G - 2 + (q >> 5)) % ns][q & 31][c];
+                    halo[up.xu()][hw][c] = ring[q >> 5 ? p1 : p2][q & 31][c];
                 }
             }
         }
         /* refill the slot of stage G - 3: its last readers (steps G - 3 .. G - 1) are done */
-        if (G + ns - 3 < total) issue(G + ns - 3);
+        if (G + ns - 3 < total) issue(itl, iw, cur >= 3 ? cur - 3 : cur + ns - 3);
         cp_commit();
         if constexpr (TAB) /* next tile's new positions, while no transform reads the table */
             if (a.transform && un.ti == 4 && part == 0 && tl + 1 < ntile) table_fill(i0 + TILE + WL, i0 + 2 * TILE + WL);
@@ -400,14 +402,14 @@ __global__ void __launch_bounds__(THREADS, 4) strip_probe(const probe_args a) {
             const int key = un.q() ? xr : xr + 2;
             if constexpr (TAB) {
                 const uint32_t alpha2 = pk2<T>(norm ? a.ka : a.qa, norm ? a.ka : a.qa);
-                xform16<T>(ring[G % ns][xr], key, sub, norm, alpha2, sm, tab + (pos & (TABPOS - 1)) * 16);
+                xform16<T>(ring[cur][xr], key, sub, norm, alpha2, sm, tab + (pos & (TABPOS - 1)) * 16);
                 if (G == 0) /* the first halo of K0 and K1 */
                     for (int idx = t; idx < 2 * U * HALO * 4; idx += THREADS) {
                         const int hw = (idx >> 2) % HALO, xu = (idx >> 2) / HALO, p = i0 - WL + hw;
                         xform16<T>(halo[xu][hw], hw, idx & 3, 1, pk2<T>(a.ka, a.ka), sm, tab + (p & (TABPOS - 1)) * 16);
                     }
             } else {
-                xform32(ring[G % ns][xr], key, sub, norm, un.u, norm ? a.ka : a.qa, (float)pos, sm);
+                xform32(ring[cur][xr], key, sub, norm, un.u, norm ? a.ka : a.qa, (float)pos, sm);
                 if (G == 0)
                     for (int idx = t; idx < 2 * U * HALO * 4; idx += THREADS) {
                         const int hw = (idx >> 2) % HALO, xu = (idx >> 2) / HALO;
@@ -422,13 +424,13 @@ __global__ void __launch_bounds__(THREADS, 4) strip_probe(const probe_args a) {
         if (un.q()) {
             if ((ri >> 5) == part) {
                 const int c = (ri + side) & 7;
-                acc = chunk_sum<T>(ring[G % ns][ri & 31][c ^ swz<T>(ri & 7)], acc);
+                acc = chunk_sum<T>(ring[cur][ri & 31][c ^ swz<T>(ri & 7)], acc);
             }
             if (a.dump) {
                 for (int idx = t; idx < SROWS * 8; idx += THREADS) {
                     const int r = idx >> 3, c = idx & 7, qi = SROWS * part + r;
                     const long long row = (long long)(h * a.ntiles + tg) * DROWS + ((un.ti >> 1) * U + un.u) * TILE + qi;
-                    ((uint4 *)(a.dump + row * ROWB))[c] = ring[G % ns][r][c ^ swz<T>(r)];
+                    ((uint4 *)(a.dump + row * ROWB))[c] = ring[cur][r][c ^ swz<T>(r)];
                 }
             }
         } else if (part == 1) { /* the K-like window is complete: halo + stages G - 1, G */
@@ -436,7 +438,7 @@ __global__ void __launch_bounds__(THREADS, 4) strip_probe(const probe_args a) {
             auto wrow = [&](int wv) -> const uint4 * {
                 if (wv < HALO) return halo[xu][wv];
                 const int q = wv - HALO;
-                return ring[(G - 1 + (q >> 5)) % ns][q & 31];
+                return ring[q >> 5 ? cur : p1][q & 31];
             };
             const int wv = ri + HALO * side, c = (ri + side + 3) & 7;
             acc = chunk_sum<T>(wrow(wv)[c ^ swz<T>(wv & 7)], acc);
@@ -463,6 +465,11 @@ __global__ void __launch_bounds__(THREADS, 4) strip_probe(const probe_args a) {
             }
             acc = 0.f;
         }
+        p2 = p1;
+        p1 = cur;
+        cur = cur + 1 == ns ? 0 : cur + 1;
+        if (++w == SPT) w = 0, tl++;
+        if (++iw == SPT) iw = 0, itl++;
     }
 }
 
@@ -907,6 +914,8 @@ int main(int argc, char **argv) {
     fprintf(js, " ],\n");
 
     /* self-check: every variant that is timed, at two small sizes, fresh inputs each */
+    /* shared memory per block that lets 5 blocks share an SM (1 KB reserved per block) */
+    const size_t cap5 = (size_t)prop.sharedMemPerMultiprocessor / 5 - 1024;
     int failed = 0, checks = 0;
     double worst_all = 0.0;
     uint32_t seed = 11;
@@ -915,7 +924,7 @@ int main(int argc, char **argv) {
         for (int tr = 1; tr >= 0; tr--)
             for (int n : {17 * 20, 17 * 37}) {
                 std::vector<int> nss = {max_stages(es, tr, SMEM_MAX)};
-                if (tr) nss.push_back(4);
+                if (max_stages(es, tr, cap5) != nss[0]) nss.push_back(max_stages(es, tr, cap5));
                 for (int ns : nss)
                     for (int s : strips) {
                         double worst = 0.0;
@@ -960,14 +969,14 @@ int main(int argc, char **argv) {
             }
             for (row &r : rows) if (r.es == es && r.L == L && r.strip == 0) r.pct_copy = 100.0 * copy_ms / r.ms;
             struct var { const char *name; int tr, strip; size_t cap; };
-            const size_t cap5 = (size_t)prop.sharedMemPerMultiprocessor / 5 - 1024; /* 5 blocks per SM */
             const var vars[] = {
                 {"fused strip 1", 1, 1, SMEM_MAX}, {"fused strip 2", 1, 2, SMEM_MAX}, {"fused strip 4", 1, 4, SMEM_MAX},
-                {"fused strip 8", 1, 8, SMEM_MAX}, {"fused strip 4, 4 stages", 1, 4, 0}, {"fused strip 2, <=5/SM smem", 1, 2, cap5},
+                {"fused strip 8", 1, 8, SMEM_MAX}, {"fused strip 2, 5 blocks/SM", 1, 2, cap5}, {"fused strip 4, 5 blocks/SM", 1, 4, cap5},
                 {"op strip 1", 0, 1, SMEM_MAX}, {"op strip 2", 0, 2, SMEM_MAX}, {"op strip 4", 0, 4, SMEM_MAX}, {"op strip 8", 0, 8, SMEM_MAX},
+                {"op strip 4, 5 blocks/SM", 0, 4, cap5},
             };
             for (const var &v : vars) {
-                const int ns = v.cap ? max_stages(es, v.tr, v.cap) : 4;
+                const int ns = max_stages(es, v.tr, v.cap);
                 job j = probe_job(b, es, n, v.strip, ns, v.tr, NULL);
                 const stats st = time_graph(j);
                 row r;
