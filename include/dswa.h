@@ -262,6 +262,62 @@ const char *dswa_samel_kernel_name(const dswa_samel_problem *p);
    are not counted). The bandwidth floor's numerator. */
 double dswa_samel_min_bytes(const dswa_samel_problem *p);
 
+/* The fused block's backward: given dout = dL/d(out), the gradient of the packed projection
+   (all five chunks) and of both norms' alpha, gamma and beta. With t an element of chunk q,
+   k, q_diff or k_diff, u = tanh(alpha * t), y = gamma * u + beta and r its RoPE (angle
+   theta_f(pos) as in step 2), the op's backward above (pairs (q, q_diff) and (k, k_diff), one
+   dV summed over both pairs: chunk 2's gradient) gives dr; then, per row of D dims:
+     dy[j]   = dr[j] cos + dr[j+c] sin,  dy[j+c] = dr[j+c] cos - dr[j] sin   (j < c: RoPE
+               transposed, the rotation by -theta); dy[d] = dr[d] from rot_dims on
+     dgamma += dy * u,  dbeta += dy,  du = dy * gamma,
+     dt      = du * alpha * (1 - u^2),  dalpha += sum_d du * t * (1 - u^2)
+   the norms' sums running over batch, position, head and both chunks each norm serves. The
+   forward's roundings to a 16-bit dtype count as the identity (as autograd has them). Nothing
+   is saved from the forward: the backward recomputes it. Deterministic: bitwise the same on
+   every run and for every number of threads. docs/BACKWARD.md has the memory and the order of
+   the sums. */
+
+typedef struct dswa_samel_backward_problem {
+    dswa_samel_problem fwd;    /* the forward's problem (fwd.out is not read: dout has its own
+                                  layout; its strides are checked as the forward's are) */
+    dswa_layout dout;          /* [batch, seq, -, head, dim] like out (pair ignored); any strides,
+                                  0 included: dout is read only */
+    dswa_samel_layout dqkv;    /* the packed gradient, [batch, seq, chunk, head, dim]: distinct
+                                  elements at distinct addresses */
+} dswa_samel_backward_problem;
+
+/* The backward of *fwd with dqkv laid out like fwd->qkv and dout like fwd->out. */
+dswa_samel_backward_problem dswa_samel_backward_problem_default(const dswa_samel_problem *fwd);
+
+/* Where one norm's gradients go: 1, head_dim and head_dim floats (fp32 whatever the dtype;
+   host memory for the CPU backend). Each is written, not added to. */
+typedef struct dswa_samel_norm_grad {
+    float *dalpha, *dgamma, *dbeta;
+} dswa_samel_norm_grad;
+typedef struct dswa_samel_norm_grads {
+    dswa_samel_norm_grad q_norm, k_norm;   /* of fwd.q_norm (q, q_diff) and fwd.k_norm (k, k_diff) */
+} dswa_samel_norm_grads;
+
+/* Checks a problem and its pointers exactly as the backward functions do, computing nothing:
+   the forward's checks on p->fwd and qkv (same messages), dout as a view (non-NULL, within
+   the address range), dqkv (non-NULL, within the address range, distinct elements at distinct
+   addresses), dqkv sharing no byte with an input (qkv, dout, the norms' gamma and beta) and,
+   when g is not NULL, its six pointers non-NULL and sharing no byte with an input, with dqkv
+   or with each other. DSWA_OK or DSWA_ERR_INVALID_ARGUMENT with a message naming the field
+   and its value. Batch or seq_len 0 is a valid no-op whose qkv, dout, dqkv and norm pointers
+   are not checked (g's are: an empty problem's norm gradients are written, as 0). */
+dswa_status dswa_samel_validate_backward(const dswa_samel_backward_problem *p, const void *qkv,
+                                         const void *dout, const void *dqkv,
+                                         const dswa_samel_norm_grads *g);
+
+/* Host memory. Writes every element of dqkv's view (in the problem's dtype) and, when g is
+   not NULL, the norms' gradients (fp32; 0 for an empty problem). fp32 arithmetic, the norms'
+   sums in double. Allocates about 11*B*N*H*D floats of scratch plus per-thread rows
+   (DSWA_ERR_OUT_OF_MEMORY if it cannot). On any failure nothing has been written. The CUDA
+   backward of the block is not built yet. */
+dswa_status dswa_samel_backward_cpu(const dswa_samel_backward_problem *p, const void *qkv,
+                                    const void *dout, void *dqkv, const dswa_samel_norm_grads *g);
+
 /* ---- AOT export for TensorRT ------------------------------------------------------- */
 /* The CUDA kernels as TensorRT's AOT plugin path (tensorrt.plugin.aot_impl) wants them: PTX
    text with a plain `.target sm_XX` and the lowest `.version` the target and the instructions

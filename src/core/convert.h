@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include <string.h>
+#include "dswa.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,6 +49,17 @@ static inline uint16_t dswa_f32_to_f16(float f) {
     }
     uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - (112u << 23);
     return (uint16_t)(sign | (r >> 13));
+}
+
+/* Element off of a buffer of dtype dt, as a float; and x (rounded to nearest even) stored there. */
+static inline float dswa_load_elem(const void *base, int64_t off, dswa_dtype dt) {
+    if (dt == DSWA_F32) return ((const float *)base)[off];
+    const uint16_t h = ((const uint16_t *)base)[off];
+    return dt == DSWA_F16 ? dswa_f16_to_f32(h) : dswa_bf16_to_f32(h);
+}
+static inline void dswa_store_elem(void *base, int64_t off, dswa_dtype dt, float x) {
+    if (dt == DSWA_F32) ((float *)base)[off] = x;
+    else ((uint16_t *)base)[off] = dt == DSWA_F16 ? dswa_f32_to_f16(x) : dswa_f32_to_bf16(x);
 }
 
 #ifdef __cplusplus

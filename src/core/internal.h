@@ -23,6 +23,14 @@ dswa_status dswa_validate_inputs(const dswa_problem *p, const void *q, const voi
 dswa_status dswa_validate_backward_inputs(const dswa_backward_problem *p, const void *q,
                                           const void *k, const void *v, const void *dout);
 
+/* One dimension of a view: its name (for messages), stride and extent. */
+typedef struct dswa_vdim { const char *name; int64_t stride, extent; } dswa_vdim;
+/* Distinct index tuples of the view with these n (at most 6) dimensions reach distinct
+   offsets: -1 when they do, else the index of the first dimension, by stride, that does not,
+   with *span the span of the smaller ones. The op's aliasing rule (core/validate.c), for the
+   fused block's packed gradient too. */
+int dswa_find_alias(const dswa_vdim *dim, int n, int64_t *span);
+
 /* The CUDA backend, compiled from src/cuda/ when nvcc is present and otherwise from
    src/cuda/absent.c. Called only after dswa_validate succeeded and the problem is non-empty. */
 dswa_status dswa_cuda_launch(const dswa_problem *p, const void *q, const void *k,
@@ -45,6 +53,10 @@ dswa_status dswa_samel_cpu_run(const dswa_samel_problem *p, const void *qkv, voi
 dswa_status dswa_cpu_backward(const dswa_backward_problem *p, const void *q, const void *k,
                               const void *v, const void *dout, void *dq, void *dk, void *dv,
                               float *dlambda);
+/* The fused SAME-L block's CPU backward (src/cpu/samel_backward.c); called only after
+   dswa_samel_validate_backward succeeded and the problem is non-empty. */
+dswa_status dswa_samel_cpu_backward(const dswa_samel_backward_problem *p, const void *qkv,
+                                    const void *dout, void *dqkv, const dswa_samel_norm_grads *g);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* Public entry points of the fused SAME-L block, as core/api.c holds the op's: the default
-   problem, its sizes, its kernel's name, and dispatch. Each forward function runs the block's
-   validation (core/samel_validate.c) first, then hands a non-empty problem to its backend. */
+   problem, its sizes, its kernel's name, and dispatch. Each forward and backward function runs
+   the block's validation (core/samel_validate.c) first, then hands a non-empty problem to its
+   backend. */
 #include "core/internal.h"
 #include "cuda/kernels.h"
 
@@ -33,6 +34,34 @@ dswa_status dswa_samel_forward_cpu(const dswa_samel_problem *p, const void *qkv,
     dswa_status s = dswa_samel_validate(p, qkv, out);
     if (s != DSWA_OK || p->batch == 0 || p->seq_len == 0) return s;
     return dswa_samel_cpu_run(p, qkv, out);
+}
+
+dswa_samel_backward_problem dswa_samel_backward_problem_default(const dswa_samel_problem *fwd) {
+    dswa_samel_backward_problem p;
+    memset(&p, 0, sizeof p);
+    if (!fwd) return p;
+    p.fwd = *fwd;
+    p.dout = fwd->out;
+    p.dqkv = fwd->qkv;
+    return p;
+}
+
+dswa_status dswa_samel_backward_cpu(const dswa_samel_backward_problem *p, const void *qkv,
+                                    const void *dout, void *dqkv, const dswa_samel_norm_grads *g) {
+    dswa_status s = dswa_samel_validate_backward(p, qkv, dout, dqkv, g);
+    if (s != DSWA_OK) return s;
+    if (p->fwd.batch == 0 || p->fwd.seq_len == 0) {
+        if (g) {   /* the gradients of empty sums */
+            const dswa_samel_norm_grad *n[2] = {&g->q_norm, &g->k_norm};
+            for (int t = 0; t < 2; t++) {
+                *n[t]->dalpha = 0.0f;
+                memset(n[t]->dgamma, 0, sizeof(float) * (size_t)p->fwd.head_dim);
+                memset(n[t]->dbeta, 0, sizeof(float) * (size_t)p->fwd.head_dim);
+            }
+        }
+        return DSWA_OK;
+    }
+    return dswa_samel_cpu_backward(p, qkv, dout, dqkv, g);
 }
 
 dswa_status dswa_samel_forward_cuda(const dswa_samel_problem *p, const void *qkv, void *out,

@@ -37,14 +37,11 @@ int64_t dswa_view_span(const dswa_problem *p, const dswa_layout *l, int pairs) {
     return m < 0 || m == INT64_MAX ? -1 : m + 1;
 }
 
-/* One dimension of a view: its name (for messages), stride and extent. */
-typedef struct vdim { const char *name; int64_t stride, extent; } vdim;
+typedef dswa_vdim vdim;
 
-/* Distinct index tuples must reach distinct offsets: sort the dimensions by stride and require
-   each stride to step past everything the smaller ones span. -1 when they do, else the index of
-   the first dimension that does not, with *span the span of the smaller ones. Dimensions of
-   extent 1 take no part. */
-static int find_alias(const vdim *dim, int n, int64_t *span) {
+/* Sorts the dimensions by stride and requires each stride to step past everything the smaller
+   ones span (dimensions of extent 1 take no part). */
+int dswa_find_alias(const vdim *dim, int n, int64_t *span) {
     int idx[6];
     for (int i = 0; i < n; i++) idx[i] = i;
     for (int i = 1; i < n; i++)  /* insertion sort by stride */
@@ -80,7 +77,7 @@ static dswa_status check_out_aliasing(const dswa_problem *p, const char *name,
                                       const dswa_layout *l, int pairs) {
     vdim dim[5];
     int64_t span;
-    const int bad = find_alias(dim, view_dims(p, l, pairs, dim), &span);
+    const int bad = dswa_find_alias(dim, view_dims(p, l, pairs, dim), &span);
     if (bad < 0) return DSWA_OK;
     return dswa_fail(DSWA_ERR_INVALID_ARGUMENT,
                      "%s.%s = %lld: output elements would alias (stride must exceed %lld, the "
@@ -300,7 +297,7 @@ dswa_status dswa_validate_backward(const dswa_backward_problem *p, const void *q
             return s;
         ndims[g] = grad_dims(p, g, gdims[g]);
         int64_t span;
-        const int bad = find_alias(gdims[g], ndims[g], &span);
+        const int bad = dswa_find_alias(gdims[g], ndims[g], &span);
         if (bad >= 0)
             return dswa_fail(DSWA_ERR_INVALID_ARGUMENT,
                              "%s.%s = %lld: gradient elements would alias (stride must exceed "

@@ -11,45 +11,7 @@
 #include <omp.h>
 #include "core/internal.h"
 #include "core/samel.h"
-
-static float load_elem(const void *base, int64_t off, dswa_dtype dt) {
-    if (dt == DSWA_F32) return ((const float *)base)[off];
-    const uint16_t h = ((const uint16_t *)base)[off];
-    return dt == DSWA_F16 ? dswa_f16_to_f32(h) : dswa_bf16_to_f32(h);
-}
-
-static inline float bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-static inline uint32_t f_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-
-/* tanh(x) in fp32 within 2.5 units in the last place (every float checked against tanh in
-   double; glibc's tanhf is within 2), written so that a loop over it
-   vectorizes (glibc's tanhf is a scalar call, and was two thirds of the prologue's time):
-   tanh|x| = E / (E + 2) with E = expm1(2|x|) = 2^k (expm1(r) + 1) - 1, r = 2|x| - k ln2 in
-   [-ln2/2, ln2/2] (two-part ln2), expm1(r) by its Taylor series to r^9 (error below 2^-30
-   there); |x| > 20 is clamped (tanh is 1 in fp32 from 9.01 on). NaN stays NaN (the clamp
-   tests the bits, as a float compare feeding a select would not vectorize); the sign is
-   copied back, so tanh(-0) = -0. */
-static inline float tanh_f32(float x) {
-    const uint32_t ux = f_bits(x), ua = ux & 0x7fffffffu;
-    const uint32_t big = 0u - (uint32_t)((ua > 0x41a00000u) & (ua <= 0x7f800000u)); /* 20 < |x| */
-    const float y = 2.0f * bits_f((ua & ~big) | (0x41a00000u & big));
-    const float shift = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    const float ks = y * 1.44269504088896341f + shift;
-    const float k = ks - shift;
-    const float r = (y - k * 0.693359375f) - k * -2.12194440e-4f;
-    float p = 1.0f / 362880;
-    p = p * r + 1.0f / 40320;
-    p = p * r + 1.0f / 5040;
-    p = p * r + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    const float em = (p * r) * r + r;                                   /* expm1(r) */
-    const float two_k = bits_f((f_bits(ks) - 0x4b400000u + 127u) << 23); /* 2^k, k <= 58 */
-    const float e = two_k * em + (two_k - 1.0f);                        /* expm1(y) */
-    return bits_f(f_bits(e / (e + 2.0f)) | (ux & 0x80000000u));
-}
+#include "cpu/samel_cpu.h"
 
 /* x rounded to dt, as a float. */
 static float round_to(dswa_dtype dt, float x) {
@@ -72,6 +34,7 @@ static void store_row(void *base, int64_t off, dswa_dtype dt, const float *x, in
 typedef struct prologue {
     const dswa_samel_problem *p;
     const void *qkv;
+    dswa_dtype store;        /* of qn and kn */
     void *qn, *kn;           /* [b, n, pair, h, d] contiguous, pair 1 = the _diff chunk */
     const float *inv_freq;   /* rot_dims / 2 */
 } prologue;
@@ -83,7 +46,7 @@ static void norm_rope_row(const prologue *P, const dswa_samel_norm *nm, int64_t 
     const dswa_samel_problem *p = P->p;
     const dswa_dtype dt = p->dtype;
     const int D = p->head_dim, c = p->rot_dims / 2;
-    for (int d = 0; d < D; d++) y[d] = load_elem(P->qkv, src + d * p->qkv.dim, dt);
+    for (int d = 0; d < D; d++) y[d] = dswa_load_elem(P->qkv, src + d * p->qkv.dim, dt);
     for (int d = 0; d < D; d++) y[d] = nm->gamma[d] * tanh_f32(nm->alpha * y[d]) + nm->beta[d];
     if (dt != DSWA_F32)
         for (int d = 0; d < D; d++) y[d] = round_to(dt, y[d]);
@@ -98,14 +61,9 @@ static void norm_rope_row(const prologue *P, const dswa_samel_norm *nm, int64_t 
 static void prologue_token(const prologue *P, int64_t b, int64_t i, float *y, float *cs,
                            float *sn) {
     const dswa_samel_problem *p = P->p;
-    const int D = p->head_dim, c = p->rot_dims / 2;
+    const int D = p->head_dim;
     const int64_t H = p->heads, N = p->seq_len;
-    const float pos = (float)((int64_t)p->pos_offset + i);
-    for (int f = 0; f < c; f++) {
-        const float ang = pos * P->inv_freq[f];
-        cs[f] = (float)cos((double)ang);
-        sn[f] = (float)sin((double)ang);
-    }
+    dswa_samel_cpu_angles(p, P->inv_freq, i, cs, sn);
     /* chunk -> (destination, pair): q 0, k 1, q_diff 3, k_diff 4 */
     static const int chunks[4] = {0, 1, 3, 4};
     for (int t = 0; t < 4; t++) {
@@ -116,15 +74,52 @@ static void prologue_token(const prologue *P, int64_t b, int64_t i, float *y, fl
             const int64_t src = b * p->qkv.batch + i * p->qkv.seq + ch * p->qkv.chunk +
                                 h * p->qkv.head;
             norm_rope_row(P, nm, src, cs, sn, y);
-            store_row(dst, (((b * N + i) * 2 + pair) * H + h) * D, p->dtype, y, D);
+            store_row(dst, (((b * N + i) * 2 + pair) * H + h) * D, P->store, y, D);
         }
     }
+}
+
+void dswa_samel_cpu_inv_freq(const dswa_samel_problem *p, float *inv) {
+    for (int f = 0; f < p->rot_dims / 2; f++)   /* rounded to fp32, as upstream's fp32 buffer */
+        inv[f] = (float)(1.0 / pow((double)p->rope_base, 2.0 * f / p->rot_dims));
+}
+
+void dswa_samel_cpu_angles(const dswa_samel_problem *p, const float *inv, int64_t i, float *cs,
+                           float *sn) {
+    const float pos = (float)((int64_t)p->pos_offset + i);
+    for (int f = 0; f < p->rot_dims / 2; f++) {
+        const float ang = pos * inv[f];
+        cs[f] = (float)cos((double)ang);
+        sn[f] = (float)sin((double)ang);
+    }
+}
+
+dswa_status dswa_samel_cpu_prologue(const dswa_samel_problem *p, const void *qkv,
+                                    dswa_dtype store, void *qn, void *kn) {
+    const int64_t B = p->batch, N = p->seq_len, D = p->head_dim;
+    const int c = p->rot_dims / 2;
+    const int team = omp_get_max_threads();
+    const size_t scratch = (size_t)D + 2 * (size_t)c;   /* y, cs, sn per thread */
+    const size_t bytes = sizeof(float) * ((size_t)c + scratch * (size_t)team);
+    float *inv = malloc(bytes);
+    if (!inv)
+        return dswa_fail(DSWA_ERR_OUT_OF_MEMORY,
+                         "the SAME-L CPU prologue's %zu bytes could not be allocated", bytes);
+    dswa_samel_cpu_inv_freq(p, inv);
+    const prologue P = {p, qkv, store, qn, kn, inv};
+#pragma omp parallel num_threads(team)
+    {
+        float *y = inv + c + scratch * (size_t)omp_get_thread_num();
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < B * N; t++) prologue_token(&P, t / N, t % N, y, y + D, y + D + c);
+    }
+    free(inv);
+    return DSWA_OK;
 }
 
 dswa_status dswa_samel_cpu_run(const dswa_samel_problem *p, const void *qkv, void *out) {
     const int64_t B = p->batch, N = p->seq_len, H = p->heads, D = p->head_dim;
     const size_t es = dswa_dtype_size(p->dtype);
-    const int c = p->rot_dims / 2;
     int64_t n;
     size_t bytes;
     if (__builtin_mul_overflow(B * N, 2 * H * D, &n) ||
@@ -133,35 +128,19 @@ dswa_status dswa_samel_cpu_run(const dswa_samel_problem *p, const void *qkv, voi
                          "the SAME-L CPU backend's temporaries (4 x %lld x %lld x %lld x %lld "
                          "elements) exceed the address range", (long long)B, (long long)N,
                          (long long)H, (long long)D);
-    const int team = omp_get_max_threads();
-    const size_t scratch = (size_t)D + 2 * (size_t)c;   /* y, cs, sn per thread */
     char *tmp = malloc(bytes);
-    float *inv = malloc(sizeof(float) * ((size_t)c + scratch * (size_t)team));
-    if (!tmp || !inv) {
-        free(tmp);
-        free(inv);
+    if (!tmp)
         return dswa_fail(DSWA_ERR_OUT_OF_MEMORY,
                          "the SAME-L CPU backend's temporaries: %zu bytes could not be allocated",
                          bytes);
+    void *qn = tmp, *kn = tmp + bytes / 2;
+    dswa_status s = dswa_samel_cpu_prologue(p, qkv, p->dtype, qn, kn);
+    if (s == DSWA_OK) {
+        dswa_problem d = dswa_samel_op_problem(p);
+        const dswa_layout qk = {N * 2 * H * D, 2 * H * D, H * D, D, 1};
+        d.q = d.k = qk;
+        s = dswa_cpu_run(&d, qn, kn, (const char *)qkv + 2 * p->qkv.chunk * (int64_t)es, out);
     }
-    /* inv_freq[f] = base^(-2f / rot_dims), rounded to fp32 (as upstream's fp32 buffer). */
-    for (int f = 0; f < c; f++)
-        inv[f] = (float)(1.0 / pow((double)p->rope_base, 2.0 * f / p->rot_dims));
-
-    const prologue P = {p, qkv, tmp, tmp + bytes / 2, inv};
-#pragma omp parallel num_threads(team)
-    {
-        float *y = inv + c + scratch * (size_t)omp_get_thread_num();
-#pragma omp for schedule(static)
-        for (int64_t t = 0; t < B * N; t++) prologue_token(&P, t / N, t % N, y, y + D, y + D + c);
-    }
-
-    dswa_problem d = dswa_samel_op_problem(p);
-    const dswa_layout qk = {N * 2 * H * D, 2 * H * D, H * D, D, 1};
-    d.q = d.k = qk;
-    const dswa_status s = dswa_cpu_run(&d, P.qn, P.kn,
-                                       (const char *)qkv + 2 * p->qkv.chunk * (int64_t)es, out);
     free(tmp);
-    free(inv);
     return s;
 }

@@ -46,6 +46,14 @@ static double as_fp32(double x) { return (double)(float)x; }
 
 /* ---- the prologue ------------------------------------------------------------------------ */
 
+void tu_samel_ref64_angle(const dswa_samel_problem *p, int64_t i, int f, double *co, double *si) {
+    const double pos = as_fp32((double)((int64_t)p->pos_offset + i));
+    const double inv = as_fp32(1.0 / pow((double)p->rope_base, (2.0 * f) / p->rot_dims));
+    const double ang = as_fp32(pos * inv);   /* exact product of two fp32, rounded once */
+    *co = cos(ang);
+    *si = sin(ang);
+}
+
 void tu_samel_ref64_row(const dswa_samel_problem *p, const void *qkv, int64_t b, int64_t i,
                         int ch, int64_t h, double *y) {
     const int D = p->head_dim, c = p->rot_dims / 2;
@@ -56,11 +64,10 @@ void tu_samel_ref64_row(const dswa_samel_problem *p, const void *qkv, int64_t b,
         y[d] = tu_samel_round((double)nm->gamma[d] * tanh((double)nm->alpha * x) + (double)nm->beta[d],
                            p->dtype);
     }
-    const double pos = as_fp32((double)((int64_t)p->pos_offset + i));
     for (int f = 0; f < c; f++) {
-        const double inv = as_fp32(1.0 / pow((double)p->rope_base, (2.0 * f) / p->rot_dims));
-        const double ang = as_fp32(pos * inv);   /* exact product of two fp32, rounded once */
-        const double co = cos(ang), si = sin(ang), lo = y[f], hi = y[f + c];
+        double co, si;
+        tu_samel_ref64_angle(p, i, f, &co, &si);
+        const double lo = y[f], hi = y[f + c];
         y[f] = tu_samel_round(lo * co - hi * si, p->dtype);
         y[f + c] = tu_samel_round(hi * co + lo * si, p->dtype);
     }

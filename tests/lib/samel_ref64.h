@@ -28,6 +28,8 @@ extern "C" {
 /* x rounded to dtype as the model rounds it (f32: x itself). */
 double tu_samel_round(double x, dswa_dtype dt);
 
+/* cos and sin of RoPE's angle f at position i, as the model computes it. */
+void tu_samel_ref64_angle(const dswa_samel_problem *p, int64_t i, int f, double *co, double *si);
 /* One head row after DyT and RoPE: chunk ch (0 q, 1 k, 3 q_diff, 4 k_diff) of position i,
    head h, batch b, into y[0 .. head_dim). */
 void tu_samel_ref64_row(const dswa_samel_problem *p, const void *qkv, int64_t b, int64_t i,
@@ -35,6 +37,20 @@ void tu_samel_ref64_row(const dswa_samel_problem *p, const void *qkv, int64_t b,
 /* The whole block into out, a dense [B][N][H][D] array of doubles. p must be valid (the
    caller checks with dswa_samel_validate); aborts if it cannot allocate. */
 void tu_samel_ref64(const dswa_samel_problem *p, const void *qkv, double *out);
+
+/* The block's backward (dswa.h's math) in float64, written from the math, not from src/: the
+   forward's r recomputed by tu_samel_ref64_row, the op's part by the library's float64
+   reference of the op's backward (dswa_reference_backward, independent of the backends), then
+   RoPE transposed and DyT's derivative in double, every sum serial. r reaches the op's
+   reference in the problem's dtype: exactly the model's r for f16 and bf16 (it rounds r to
+   them), r rounded to fp32 for f32 (2^-24 relative, far below the f32 tolerance). Out:
+   dqkv, dense [B][N][5][H][D]; dnorm, per norm (q_norm, then k_norm) dalpha, dgamma[D],
+   dbeta[D] (2 * (1 + 2D) doubles); dnorm_scale (unless NULL), shaped as dnorm, for each the
+   square root of the sum of its terms' squares: the scale its rounding errors grow with,
+   whatever the sum cancels to (k_norm's dbeta is 0 without RoPE). An empty problem gives
+   zeros. p must be valid; aborts if it cannot allocate. */
+void tu_samel_ref64_backward(const dswa_samel_backward_problem *p, const void *qkv,
+                             const void *dout, double *dqkv, double *dnorm, double *dnorm_scale);
 
 #ifdef __cplusplus
 }
