@@ -184,9 +184,9 @@ size_t dswa_backward_workspace_bytes(const dswa_backward_problem *p);
    needed). The call launches kernels on `stream` and returns: no allocation, no
    synchronisation, so it can be captured in a CUDA graph (with the workspace it was given).
    Checks: dswa_validate_backward's, then the workspace's (DSWA_ERR_INVALID_ARGUMENT,
-   DSWA_ERR_MISALIGNED), then head_dim <= 64 and batch, heads <= 65535 (DSWA_ERR_UNSUPPORTED)
-   and element-aligned pointers (DSWA_ERR_MISALIGNED); any layout the CPU backward takes
-   otherwise (int64 strides). On any refusal nothing has been written.
+   DSWA_ERR_MISALIGNED), then head_dim <= 64, seq_len <= 2^30 and batch, heads <= 65535
+   (DSWA_ERR_UNSUPPORTED) and element-aligned pointers (DSWA_ERR_MISALIGNED); any layout the
+   CPU backward takes otherwise (int64 strides). On any refusal nothing has been written.
    Arithmetic: fp32 FMA for every dtype, whatever p->fwd.math says (no TF32): f32 gradients
    within about 1e-6 of the exact ones, relative; 16-bit ones rounded once at the store. dlambda
    is summed in double. Deterministic: bitwise the same on every run (no atomics; every sum in

@@ -21,16 +21,7 @@
 #ifndef DSWA_HAVE_CUDA
 int main(void) { tu_skip("dswa was built without CUDA"); }
 #else
-#include <cuda_runtime.h>
-
-#define CU(call)                                                                             \
-    do {                                                                                     \
-        cudaError_t e_ = (call);                                                             \
-        if (e_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
+#include "cuda_check.h"
 
 static tu_rng rng;
 
@@ -145,6 +136,8 @@ static dswa_status dev_run(dev_case *c, cudaStream_t s) {
                               c->g[2], c->dl, c->ws, c->ws_bytes, s);
 }
 
+static dswa_status dev_run_ctx(void *c, cudaStream_t s) { return dev_run(c, s); }
+
 /* dq, dk, dv and dlambda as one host block. */
 static char *dev_fetch(const dev_case *c) {
     const size_t total = c->g_bytes[0] + c->g_bytes[1] + c->g_bytes[2] + sizeof(float);
@@ -225,12 +218,9 @@ static void test_graph(void) {
         expect[i] = dev_fetch(&c);
     }
     cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    const dswa_status st = dev_run(&c, s);
-    CU(cudaStreamEndCapture(s, &graph));
+    dswa_status st;
+    cudaGraphExec_t exec = tu_capture(s, dev_run_ctx, &c, &graph, &st);
     CHECK(st == DSWA_OK, "call during capture: %s", dswa_last_error());
-    CU(cudaGraphInstantiate(&exec, graph, 0));
     int bad = 0;
     for (int r = 0; r < REPLAYS; r++) {
         const int i = (r * 2 + 1) % SETS;
@@ -246,14 +236,14 @@ static void test_graph(void) {
     }
     CHECK(bad == 0, "%d of %d graph replays differ from the eager results", bad, REPLAYS);
     printf("  %d replays with fresh inputs, %d differ from the eager results\n", REPLAYS, bad);
-    CU(cudaGraphExecDestroy(exec));
-    CU(cudaGraphDestroy(graph));
-    CU(cudaStreamDestroy(s));
     for (int i = 0; i < SETS; i++) {
         for (int t = 0; t < 4; t++) CU(cudaFree(sets[i][t]));
         free(expect[i]);
     }
     dev_free(&c);
+    CU(cudaGraphExecDestroy(exec));
+    CU(cudaGraphDestroy(graph));
+    CU(cudaStreamDestroy(s));
 }
 
 /* What dswa_backward_cuda refuses, with the status and a message naming the field; no byte of

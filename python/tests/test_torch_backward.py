@@ -11,6 +11,7 @@ takes no float64 tensors, so finite differences of it in float64 are not availab
 reference below is the op written out (an explicit band softmax), and its gradients are torch's
 own, so the comparison checks the backward against an independent derivation.
 """
+import _util
 from _util import LONG, dswa, skip, torch
 
 # relative Frobenius error bounds per gradient: float32 is plain fp32 arithmetic on both
@@ -22,18 +23,11 @@ LAYOUTS = ("contiguous", "shared", "packed", "expanded")
 
 
 def need_torch():
-    if torch is None:
-        skip("skipped: torch not installed")
-    if not hasattr(torch.library, "register_autograd"):
-        skip("skipped: torch < 2.4 has no torch.library.register_autograd")
+    _util.need_torch("register_autograd")
 
 
 def need_cuda():
-    need_torch()
-    if not torch.cuda.is_available():
-        skip("skipped: no CUDA device for torch")
-    if not dswa.cuda_available():
-        skip("skipped: libdswa.so has no CUDA backend or sees no device")
+    _util.need_cuda("register_autograd")
 
 
 def reference(q, k, v, wl, wr, scale, lam):

@@ -77,9 +77,13 @@ __device__ __forceinline__ float dot(const float a[2], const float b[2]) {
     return dswa_warp_sum(__fmaf_rn(a[1], b[1], __fmul_rn(a[0], b[0])));
 }
 
-/* P(i, j) from a score and its row's (m, 1/l): one expression for kernels A and B. */
+/* The score and P(i, j) from it and the row's (m, 1/l): one expression for kernels A and B,
+   in intrinsics so that no FMA contraction can make the two kernels' bits differ. */
+__device__ __forceinline__ float score(float scale, const float q[2], const float k[2]) {
+    return __fmul_rn(scale, dot(q, k));
+}
 __device__ __forceinline__ float weight(float s, const float *st) {
-    return __fmul_rn(expf(s - st[0]), st[1]);
+    return __fmul_rn(expf(__fsub_rn(s, st[0])), st[1]);
 }
 
 /* ---- A: query rows ------------------------------------------------------------------------ */
@@ -103,7 +107,7 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_bwd_q
             float m = -INFINITY, l = 0.f;
             for (int j = lo; j <= hi; j++) {
                 load_row<T>(a.k, at(a.lk, b, j, pr, h), a.lk, a.dim, kr);
-                const float s = a.scale * dot(q, kr);
+                const float s = score(a.scale, q, kr);
                 const float mn = (s > m || s != s) && m == m ? s : m;
                 const float mu = mn == -INFINITY ? 0.f : mn;   /* exp(-inf - -inf) would be NaN */
                 l = l * expf(m - mu) + expf(s - mu);
@@ -113,7 +117,7 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_bwd_q
             for (int j = lo; j <= hi; j++) {
                 load_row<T>(a.k, at(a.lk, b, j, pr, h), a.lk, a.dim, kr);
                 load_row<T>(a.v, at(a.lv, b, j, pr, h), a.lv, a.dim, vr);
-                const float w = weight(a.scale * dot(q, kr), sti);
+                const float w = weight(score(a.scale, q, kr), sti);
                 A[0] = __fmaf_rn(w, vr[0], A[0]);
                 A[1] = __fmaf_rn(w, vr[1], A[1]);
             }
@@ -121,7 +125,7 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_bwd_q
             for (int j = lo; j <= hi; j++) {
                 load_row<T>(a.k, at(a.lk, b, j, pr, h), a.lk, a.dim, kr);
                 load_row<T>(a.v, at(a.lv, b, j, pr, h), a.lv, a.dim, vr);
-                const float w = weight(a.scale * dot(q, kr), sti);
+                const float w = weight(score(a.scale, q, kr), sti);
                 const float ds = w * (dot(da, vr) - sti[2]);
                 acc[0] = __fmaf_rn(ds, kr[0], acc[0]);
                 acc[1] = __fmaf_rn(ds, kr[1], acc[1]);
@@ -172,7 +176,7 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_bwd_k
                 load_row<T>(a.q, at(a.lq, b, i, pr, h), a.lq, a.dim, q);
                 load_row<T>(a.dout, at(a.ldout, b, i, 0, h), a.ldout, a.dim, g);
                 const float da[2] = {c * g[0], c * g[1]};   /* as kernel A forms dA */
-                const float w = weight(a.scale * dot(q, kr), st);
+                const float w = weight(score(a.scale, q, kr), st);
                 const float ds = w * (dot(da, vr) - st[2]);
                 gk[0] = __fmaf_rn(ds, q[0], gk[0]);
                 gk[1] = __fmaf_rn(ds, q[1], gk[1]);
@@ -233,6 +237,9 @@ extern "C" dswa_status dswa_cuda_backward_launch(const dswa_backward_problem *p,
     if (f->head_dim > DSWA_BWD_MAX_DIM)
         return dswa_fail(DSWA_ERR_UNSUPPORTED, "head_dim = %d: the CUDA backward takes head_dim "
                          "up to %d", f->head_dim, DSWA_BWD_MAX_DIM);
+    if (f->seq_len > (1 << 30))   /* row + window stays an int */
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "seq_len = %d: the CUDA backward takes seq_len up "
+                         "to 2^30", f->seq_len);
     if (f->heads > 65535 || f->batch > 65535)
         return dswa_fail(DSWA_ERR_UNSUPPORTED, "%s = %d: the CUDA grid takes at most 65535",
                          f->heads > 65535 ? "heads" : "batch", f->heads > 65535 ? f->heads : f->batch);
