@@ -165,11 +165,36 @@ dswa_status dswa_validate_backward(const dswa_backward_problem *p, const void *q
    dlambda is not NULL, *dlambda (0 for an empty problem). fp32 arithmetic like the forward
    (p->fwd.math is for GPU backends); dlambda is summed in double. Allocates an O(B*N*H)
    table of per-row softmax statistics and per-thread rows, never N x N
-   (DSWA_ERR_OUT_OF_MEMORY if it cannot). On any failure nothing has been written. The CUDA
-   backward is not built yet. */
+   (DSWA_ERR_OUT_OF_MEMORY if it cannot). On any failure nothing has been written. */
 dswa_status dswa_backward_cpu(const dswa_backward_problem *p, const void *q, const void *k,
                               const void *v, const void *dout, void *dq, void *dk, void *dv,
                               float *dlambda);
+
+/* Bytes of device workspace dswa_backward_cuda needs for *p: a table of 6 floats per (batch,
+   row, head) plus 8 bytes per 16 rows of each batch and head (about 24*B*N*H bytes; 0 for an
+   empty problem or p NULL; SIZE_MAX when it does not fit a size_t). It depends on batch,
+   seq_len and heads only. */
+size_t dswa_backward_workspace_bytes(const dswa_backward_problem *p);
+
+/* The backward on the GPU: device memory, stream a cudaStream_t (NULL = default stream).
+   dlambda is a device pointer to one float, or NULL: then dlambda is not computed. workspace:
+   device memory of at least dswa_backward_workspace_bytes(p) bytes (workspace_bytes says how
+   many there are), 16-byte aligned, sharing no byte with the tensors or *dlambda; its
+   contents need no initialisation and are scratch after the call (NULL when 0 bytes are
+   needed). The call launches kernels on `stream` and returns: no allocation, no
+   synchronisation, so it can be captured in a CUDA graph (with the workspace it was given).
+   Checks: dswa_validate_backward's, then the workspace's (DSWA_ERR_INVALID_ARGUMENT,
+   DSWA_ERR_MISALIGNED), then head_dim <= 64, seq_len <= 2^30 and batch, heads <= 65535
+   (DSWA_ERR_UNSUPPORTED) and element-aligned pointers (DSWA_ERR_MISALIGNED); any layout the
+   CPU backward takes otherwise (int64 strides). On any refusal nothing has been written.
+   Arithmetic: fp32 FMA for every dtype, whatever p->fwd.math says (no TF32): f32 gradients
+   within about 1e-6 of the exact ones, relative; 16-bit ones rounded once at the store. dlambda
+   is summed in double. Deterministic: bitwise the same on every run (no atomics; every sum in
+   a fixed order; docs/BACKWARD.md). An empty problem writes *dlambda = 0 only. */
+dswa_status dswa_backward_cuda(const dswa_backward_problem *p, const void *q, const void *k,
+                               const void *v, const void *dout, void *dq, void *dk, void *dv,
+                               float *dlambda, void *workspace, size_t workspace_bytes,
+                               void *stream);
 
 /* The backward in double precision, written from the math above and sharing no code with the
    backends (nor with dswa_reference_rows beyond the element decoders): for each query, its

@@ -1,10 +1,10 @@
-/* The backward: dswa_backward_cpu against the float64 reference (dswa_reference_backward) on
-   fresh random inputs (the seed is printed; DSWA_TEST_SEED=N repeats a run), gradients written
-   into poisoned buffers with poisoned guards (every element of a gradient's view written,
-   nothing else touched); the reference itself against central differences of the forward's
-   float64 reference (dswa_reference_rows), so that both cannot share a sign error; bitwise
-   determinism across thread counts; and every refusal of dswa_validate_backward, through it
-   and dswa_backward_cpu, with a message naming the field and no byte of any buffer changed. */
+/* The backward: dswa_backward_cpu against the float64 reference (dswa_reference_backward)
+   through the shared cases of tests/lib/backward_cases.c, on fresh random inputs (the seed is
+   printed; DSWA_TEST_SEED=N repeats a run); the reference itself against central differences
+   of the forward's float64 reference (dswa_reference_rows), so that both cannot share a sign
+   error; bitwise determinism across thread counts; and every refusal of
+   dswa_validate_backward, through it and dswa_backward_cpu, with a message naming the field
+   and no byte of any buffer changed. */
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -12,287 +12,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dswa.h"
+#include "backward_cases.h"
 #include "compare.h"
 #include "testutil.h"
 
 static tu_rng rng;
 
-/* Relative Frobenius tolerances per gradient. f32: plain fp32 arithmetic (errors about 1e-7
-   are expected; the bound is the forward's). 16-bit: the gradients are rounded to the dtype
-   (half a unit in the last place: 2^-11 f16, 2^-8 bf16, about 0.6 of that as an RMS),
-   against a reference evaluated on the same 16-bit inputs. */
-static double tol_for(dswa_dtype t) { return t == DSWA_F32 ? 1e-5 : t == DSWA_F16 ? 1e-3 : 3e-3; }
-/* dlambda is a float summed in double: its error, against the natural scale of the sum
-   (||dout|| * ||A_1||, the Cauchy-Schwarz bound of |dlambda|), is fp32 arithmetic's. */
-#define TOL_DLAMBDA 1e-6
+static void *new_buf(int64_t n, dswa_dtype dt) { return tu_bwd_new_buf(&rng, n, dt); }
 
-static const dswa_dtype all_dtypes[3] = {DSWA_F32, DSWA_F16, DSWA_BF16};
-
-/* An input buffer of n elements of fresh normals. */
-static void *new_buf(int64_t n, dswa_dtype dt) {
-    void *b = tu_alloc(n < 1 ? 1 : n, dt);
-    tu_fill_normal(b, n < 1 ? 1 : n, dt, &rng, 1.0);
-    return b;
-}
-
-static int pv_of(const dswa_backward_problem *bp) { return bp->dv.pair == 0 ? 1 : 2; }
-
-/* ||view - ref||_F / ||ref||_F over a gradient view ([B][N][P][H][D] dense reference); 0 when
-   they are equal (a gradient that is exactly 0, as with one key per window), INFINITY for a
-   non-finite output. */
-static double grad_err(const dswa_problem *p, const dswa_layout *l, int P, const void *buf,
-                       const double *ref, double *ref_norm) {
-    double d2 = 0, r2 = 0;
-    int64_t bad = 0;
-    for (int64_t b = 0; b < p->batch; b++)
-        for (int64_t i = 0; i < p->seq_len; i++)
-            for (int64_t pr = 0; pr < P; pr++)
-                for (int64_t h = 0; h < p->heads; h++)
-                    for (int64_t d = 0; d < p->head_dim; d++) {
-                        const double o = tu_load(buf, tu_in_offset(l, b, i, pr, h, d), p->dtype);
-                        const double r = ref[(((b * p->seq_len + i) * P + pr) * p->heads + h) * p->head_dim + d];
-                        if (!isfinite(o)) bad++;
-                        d2 += (o - r) * (o - r);
-                        r2 += r * r;
-                    }
-    *ref_norm = sqrt(r2);
-    if (bad) return INFINITY;
-    return d2 == 0 ? 0 : r2 == 0 ? INFINITY : sqrt(d2 / r2);
-}
-
-/* -sum dout . A_1 from the forward's reference, and ||dout|| * ||A_1||: A_1 is the output of
-   the problem whose both pairs read pair 1, with lambda 0. */
-static void dlambda_from_forward(const dswa_backward_problem *bp, const void *q, const void *k,
-                                 const void *v, const void *dout, double *dl, double *bound) {
-    dswa_problem p1 = bp->fwd;
-    const size_t es = tu_dtype_size(p1.dtype);
-    const void *q1 = (const char *)q + p1.q.pair * (int64_t)es;
-    const void *k1 = (const char *)k + p1.k.pair * (int64_t)es;
-    const void *v1 = (const char *)v + p1.v.pair * (int64_t)es;
-    p1.q.pair = p1.k.pair = p1.v.pair = 0;
-    p1.lambda = 0.0f;
-    const int64_t n = (int64_t)p1.batch * p1.seq_len * p1.heads * p1.head_dim;
-    double *a1 = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    if (!a1) abort();
-    tu_reference(&p1, q1, k1, v1, a1);
-    double s = 0, g2 = 0, a2 = 0;
-    for (int64_t b = 0; b < p1.batch; b++)
-        for (int64_t i = 0; i < p1.seq_len; i++)
-            for (int64_t h = 0; h < p1.heads; h++)
-                for (int64_t d = 0; d < p1.head_dim; d++) {
-                    const double g = tu_load(dout, tu_out_offset(&bp->dout, b, i, h, d), p1.dtype);
-                    const double a = a1[((b * p1.seq_len + i) * p1.heads + h) * p1.head_dim + d];
-                    s -= g * a;
-                    g2 += g * g;
-                    a2 += a * a;
-                }
-    free(a1);
-    *dl = s;
-    *bound = sqrt(g2) * sqrt(a2);
-}
-
-/* ---- the cases ------------------------------------------------------------------------- */
-
-/* Where the tensors live: each its own buffer, or q, k, v as chunks 0-2 of one packed
-   [B, N, 5, H, D] buffer (pairs 3 chunks apart, V shared as SAME-L's), and likewise dq, dk,
-   dv in one packed gradient buffer. */
-typedef struct bcase {
-    const char *name;
-    dswa_backward_problem bp;
-    int packed_in, packed_grad, want_dlambda;
-} bcase;
-
-static dswa_layout packed_layout(const dswa_problem *p) {
-    const int64_t HD = (int64_t)p->heads * p->head_dim;
-    const dswa_layout l = {(int64_t)p->seq_len * 5 * HD, 5 * HD, 3 * HD, p->head_dim, 1};
-    return l;
-}
-
-static void run_case(bcase c) {
-    dswa_backward_problem *bp = &c.bp;
-    dswa_problem *p = &bp->fwd;
-    const dswa_dtype dt = p->dtype;
-    const int64_t HD = (int64_t)p->heads * p->head_dim;
-    const int64_t packed_span = (int64_t)p->batch * p->seq_len * 5 * HD;
-    void *in = NULL, *q, *k, *v;
-    if (c.packed_in) {
-        p->q = p->k = p->v = packed_layout(p);
-        p->v.pair = 0;
-        in = new_buf(packed_span, dt);
-        q = in;
-        k = (char *)in + HD * (int64_t)tu_dtype_size(dt);
-        v = (char *)in + 2 * HD * (int64_t)tu_dtype_size(dt);
-    } else {
-        q = new_buf(dswa_view_span(p, &p->q, 2), dt);
-        k = new_buf(dswa_view_span(p, &p->k, 2), dt);
-        v = new_buf(dswa_view_span(p, &p->v, 2), dt);
-    }
-    void *dout = new_buf(dswa_view_span(p, &bp->dout, 1), dt);
-
-    tu_outbuf o[3];
-    int nbuf;
-    tu_view views[3];
-    void *g[3];
-    if (c.packed_grad) {
-        bp->dq = bp->dk = bp->dv = packed_layout(p);
-        bp->dv.pair = 0;
-        o[0] = tu_outbuf_alloc(packed_span, dt);
-        nbuf = 1;
-        for (int t = 0; t < 3; t++) {
-            g[t] = (char *)o[0].out + t * HD * (int64_t)tu_dtype_size(dt);
-            views[t] = (tu_view){t == 0 ? &bp->dq : t == 1 ? &bp->dk : &bp->dv, 2, t * HD};
-        }
-    } else {
-        const dswa_layout *gl[3] = {&bp->dq, &bp->dk, &bp->dv};
-        nbuf = 3;
-        for (int t = 0; t < 3; t++) {
-            o[t] = tu_outbuf_alloc(dswa_view_span(p, gl[t], 2), dt);
-            g[t] = o[t].out;
-            views[t] = (tu_view){gl[t], 2, 0};
-        }
-    }
-    float dl;
-    tu_poison(&dl, 1, DSWA_F32);
-
-    const dswa_status s = dswa_backward_cpu(bp, q, k, v, dout, g[0], g[1], g[2],
-                                            c.want_dlambda ? &dl : NULL);
-    CHECK(s == DSWA_OK, "%s (%s): status %d: %s", c.name, dswa_dtype_name(dt), (int)s, dswa_last_error());
-    int64_t un = 0, cl = 0;
-    for (int t = 0; t < nbuf; t++) {
-        int64_t u1, c1;
-        tu_outbuf_check_views(p, &o[t], c.packed_grad ? views : &views[t], c.packed_grad ? 3 : 1, &u1, &c1);
-        un += u1;
-        cl += c1;
-    }
-    CHECK(un == 0, "%s (%s): %lld gradient elements were not written", c.name, dswa_dtype_name(dt), (long long)un);
-    CHECK(cl == 0, "%s (%s): %lld elements outside the gradient views were modified", c.name,
-          dswa_dtype_name(dt), (long long)cl);
-    CHECK(c.want_dlambda ? !tu_is_poison(&dl, 0, DSWA_F32) && isfinite(dl) : tu_is_poison(&dl, 0, DSWA_F32),
-          "%s: dlambda %s", c.name, c.want_dlambda ? "not written" : "written though not asked for");
-
-    const int64_t n = (int64_t)p->batch * p->seq_len * 2 * HD;
-    double *ref[3], rdl = NAN;
-    for (int t = 0; t < 3; t++) {
-        ref[t] = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-        if (!ref[t]) abort();
-    }
-    const dswa_status rs = dswa_reference_backward(bp, q, k, v, dout, ref[0], ref[1], ref[2], &rdl);
-    CHECK(rs == DSWA_OK, "%s: reference: %s", c.name, dswa_last_error());
-    static const char *const gn[3] = {"dq", "dk", "dv"};
-    double err[3], norm[3];
-    for (int t = 0; t < 3; t++) {
-        err[t] = grad_err(p, views[t].l, t == 2 ? pv_of(bp) : 2, g[t], ref[t], &norm[t]);
-        CHECK(err[t] <= tol_for(dt), "%s (%s): %s relative error %.3e > %.0e", c.name,
-              dswa_dtype_name(dt), gn[t], err[t], tol_for(dt));
-    }
-    /* dv is never 0 (P > 0); dq and dk are exactly 0 only with one key per window */
-    CHECK(norm[2] > 0, "%s: the reference dv is 0: the comparison would be vacuous", c.name);
-    double fdl, bound;
-    dlambda_from_forward(bp, q, k, v, dout, &fdl, &bound);
-    CHECK(fabs(rdl - fdl) <= 1e-12 * bound, "%s: the reference's dlambda %.17g != -sum dout.A_1 "
-          "from the forward's reference %.17g", c.name, rdl, fdl);
-    const double dl_err = c.want_dlambda ? fabs((double)dl - rdl) / bound : 0;
-    if (c.want_dlambda)
-        CHECK(dl_err <= TOL_DLAMBDA, "%s (%s): dlambda %.9g, reference %.9g: error %.2e of the "
-              "bound %.3g", c.name, dswa_dtype_name(dt), (double)dl, rdl, dl_err, bound);
-    printf("  %-40s %-4s B=%d N=%d H=%d D=%d W=%d/%d  dq %.1e dk %.1e dv %.1e", c.name,
-           dswa_dtype_name(dt), p->batch, p->seq_len, p->heads, p->head_dim, p->window_left,
-           p->window_right, err[0], err[1], err[2]);
-    if (c.want_dlambda) printf(" dlambda %.1e", dl_err);
-    printf("\n");
-
-    for (int t = 0; t < 3; t++) free(ref[t]);
-    for (int t = 0; t < nbuf; t++) tu_outbuf_free(&o[t]);
-    if (in) tu_free(in);
-    else { tu_free(q); tu_free(k); tu_free(v); }
-    tu_free(dout);
-}
-
-static bcase make(const char *name, int B, int N, int H, int D, int wl, int wr, dswa_dtype dt) {
-    dswa_problem f = dswa_problem_default(B, N, H, D, wl);
-    f.window_right = wr;
-    f.dtype = dt;
-    f.lambda = 0.6f;
-    bcase c = {name, dswa_backward_problem_default(&f), 0, 0, 1};
-    return c;
-}
-
-static void test_cases(void) {
-    printf("against the float64 reference\n");
-    for (int t = 0; t < 3; t++) {
-        const dswa_dtype dt = all_dtypes[t];
-        bcase c = make("B=2, odd N=37, asymmetric 5/9", 2, 37, 3, 32, 5, 9, dt);
-        run_case(c);
-        c.want_dlambda = 0;
-        c.name = "the same, dlambda NULL";
-        run_case(c);
-        run_case(make("window 9/0", 2, 29, 2, 16, 9, 0, dt));
-        run_case(make("window 0/4", 1, 29, 2, 16, 0, 4, dt));
-        run_case(make("window 0/0", 2, 11, 2, 16, 0, 0, dt));
-        run_case(make("N=7 < window 17", 2, 7, 2, 16, 17, 17, dt));
-        run_case(make("N=1", 3, 1, 2, 16, 17, 17, dt));
-        run_case(make("full window (INT32_MAX), N=45", 1, 45, 2, 16, INT32_MAX, INT32_MAX, dt));
-        run_case(make("head_dim 1", 2, 20, 2, 1, 3, 3, dt));
-        run_case(make("head_dim 13", 2, 20, 2, 13, 3, 3, dt));
-        run_case(make("N=150 (several row blocks), 17/17", 1, 150, 2, 32, 17, 17, dt));
-        static const struct { float lambda, scale; const char *name; } sc[] = {
-            {1.0f, 0.125f, "lambda 1"}, {0.0f, 0.125f, "lambda 0"}, {-1.5f, 0.3f, "lambda -1.5, scale 0.3"},
-            {0.37f, -0.7f, "lambda 0.37, scale -0.7"}, {2.0f, 0.0f, "scale 0 (uniform weights)"},
-        };
-        for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
-            c = make(sc[i].name, 2, 23, 2, 16, 4, 6, dt);
-            c.bp.fwd.lambda = sc[i].lambda;
-            c.bp.fwd.scale = sc[i].scale;
-            run_case(c);
-        }
-        c = make("math tf32 (CPU: fp32 all the same)", 1, 23, 2, 16, 4, 6, dt);
-        c.bp.fwd.math = DSWA_MATH_TF32;
-        run_case(c);
-
-        /* V: shared (an H-head buffer; dv summed), shared in a 2H buffer with dv per pair,
-           2H with dv summed (the gradient of one V fed to both pairs) */
-        c = make("shared V (H heads), dv summed", 2, 31, 3, 16, 5, 5, dt);
-        c.bp.fwd.v = c.bp.dv = tu_layout_order(&c.bp.fwd, "bnhd", 0);
-        run_case(c);
-        c = make("v.pair = 0 in 2H, dv per pair", 2, 31, 3, 16, 5, 5, dt);
-        c.bp.fwd.v.pair = 0;
-        run_case(c);
-        c = make("2H V, dv.pair = 0 (summed)", 2, 31, 3, 16, 5, 5, dt);
-        c.bp.dv = tu_layout_order(&c.bp.fwd, "bnhd", 0);
-        run_case(c);
-
-        /* SAME-L: packed projection in, packed gradient buffer out */
-        c = make("SAME-L packed in and out", 1, 100, 24, 64, 17, 17, dt);
-        c.bp.fwd.scale = 0.125f;
-        c.bp.fwd.lambda = 1.0f;
-        c.packed_in = c.packed_grad = 1;
-        run_case(c);
-        c = make("packed in and out, B=2", 2, 33, 3, 16, 6, 2, dt);
-        c.packed_in = c.packed_grad = 1;
-        run_case(c);
-
-        /* strided and permuted layouts, each tensor its own, gaps everywhere */
-        static const struct { const char *q, *k, *v, *o, *gq, *gk, *gv; int64_t pad; const char *name; } L[] = {
-            {"bphnd", "bphnd", "bphnd", "bhnd", "bnphd", "bnphd", "bnphd", 0, "head-major in, contiguous grads"},
-            {"bnphd", "bnphd", "bnphd", "nbhd", "bhpnd", "nbphd", "pbnhd", 3, "padded, mixed grads"},
-            {"bndph", "bdnph", "dbnph", "bdnh", "dbnph", "bndph", "bnhd", 1, "dim not innermost, dv summed"},
-        };
-        for (size_t i = 0; i < sizeof L / sizeof L[0]; i++) {
-            c = make(L[i].name, 2, 19, 3, 8, 4, 3, dt);
-            dswa_problem *f = &c.bp.fwd;
-            f->q = tu_layout_order(f, L[i].q, L[i].pad);
-            f->k = tu_layout_order(f, L[i].k, L[i].pad);
-            f->v = tu_layout_order(f, L[i].v, L[i].pad);
-            c.bp.dout = tu_layout_order(f, L[i].o, L[i].pad);
-            c.bp.dq = tu_layout_order(f, L[i].gq, L[i].pad);
-            c.bp.dk = tu_layout_order(f, L[i].gk, L[i].pad);
-            c.bp.dv = tu_layout_order(f, L[i].gv, L[i].pad);
-            run_case(c);
-        }
-        c = make("dout broadcast (dout.seq = 0)", 2, 19, 2, 8, 4, 3, dt);
-        c.bp.dout.seq = 0;
-        run_case(c);
-    }
+static dswa_status cpu_backward(const dswa_backward_problem *p, const void *q, const void *k,
+                                const void *v, const void *dout, void *dq, void *dk, void *dv,
+                                float *dlambda, const tu_region *r, int n) {
+    return dswa_backward_cpu(p, q, k, v, dout, dq, dk, dv, dlambda);
 }
 
 /* ---- the reference against central differences ---------------------------------------- */
@@ -344,7 +75,7 @@ static void fd_case(const char *name, int shared_v) {
     if (!rq || !rk || !rv || !scratch) abort();
     CHECK(dswa_reference_backward(&bp, q, k, v, dout, rq, rk, rv, &rdl) == DSWA_OK, "%s: %s",
           name, dswa_last_error());
-    const int P = pv_of(&bp);
+    const int P = tu_bwd_dv_pairs(&bp);
     double worst = 0, gmax = 0;
     int64_t compared = 0;
     for (int t = 0; t < 3; t++) {
@@ -398,7 +129,7 @@ static void test_determinism(void) {
     for (int t = 0; t < 3; t += 2) {   /* f32 and bf16 */
         dswa_problem f = dswa_problem_default(2, 203, 3, 40, 17);
         f.window_right = 11;
-        f.dtype = all_dtypes[t];
+        f.dtype = (dswa_dtype)t;
         f.lambda = 0.6f;
         f.v = tu_layout_order(&f, "bnhd", 0);
         dswa_backward_problem bp = dswa_backward_problem_default(&f);
@@ -579,7 +310,7 @@ static void test_refusals(void) {
     {
         p = base;
         const int64_t HD = H_ * D_;
-        p.dq = p.dk = p.dv = packed_layout(&p.fwd);
+        p.dq = p.dk = p.dv = tu_bwd_packed_layout(&p.fwd);
         p.dv.pair = 0;
         float *g = (float *)bg.out;
         accepted("packed dq, dk, dv (control)", &p, g, g + HD, g + 2 * HD, gl);
@@ -589,7 +320,7 @@ static void test_refusals(void) {
         p.dk.seq += 1;
         refused("packed dk with other strides", &p, bq, bk, bv, bdo, g, g + HD, g + 2 * HD, gl, "dk: overlaps dq");
         p = base;
-        p.dq = p.dk = p.dv = packed_layout(&p.fwd);
+        p.dq = p.dk = p.dv = tu_bwd_packed_layout(&p.fwd);
         p.dv.pair = 0;
         accepted("packed, dlambda past the buffer (control)", &p, g, g + HD, g + 2 * HD, NULL);
         refused("packed, dlambda in chunk 4", &p, bq, bk, bv, bdo, g, g + HD, g + 2 * HD, g + 4 * HD,
@@ -631,7 +362,7 @@ int main(void) {
     tu_rng_init(&rng, tu_test_seed());
     test_refusals();
     test_finite_differences();
-    test_cases();
+    tu_backward_cases(cpu_backward, "CPU", &rng);
     test_determinism();
     TEST_MAIN_RETURN("test_backward");
 }

@@ -18,16 +18,7 @@
 #ifndef DSWA_HAVE_CUDA
 int main(void) { tu_skip("dswa was built without CUDA"); }
 #else
-#include <cuda_runtime.h>
-
-#define CU(call)                                                                             \
-    do {                                                                                     \
-        cudaError_t e_ = (call);                                                             \
-        if (e_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
+#include "cuda_check.h"
 
 static uint64_t seed = 77000;
 static int small_only = 0;
@@ -236,6 +227,11 @@ static void test_deterministic(void) {
     case_free(&c);
 }
 
+static dswa_status run_on(void *c, cudaStream_t s) {
+    const gpu_case *g = c;
+    return dswa_forward_cuda(&g->p, g->dq, g->dk, g->dv, dout(g), s);
+}
+
 /* Capture one launch in a graph; replay it many times, copying a different input set into the
    captured buffers before each replay; each replay must equal the eager result for its set. */
 static void test_graph(void) {
@@ -280,12 +276,9 @@ static void test_graph(void) {
         }
     }
     cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    const dswa_status st = dswa_forward_cuda(&p, c.dq, c.dk, c.dv, dout(&c), s);
-    CU(cudaStreamEndCapture(s, &graph));
+    dswa_status st;
+    cudaGraphExec_t exec = tu_capture(s, run_on, &c, &graph, &st);
     CHECK(st == DSWA_OK, "launch during capture: %s", dswa_last_error());
-    CU(cudaGraphInstantiate(&exec, graph, 0));
     int bad = 0;
     for (int r = 0; r < replays; r++) {
         const int i = (r * 5 + 3) % SETS;

@@ -1,6 +1,6 @@
-/* dswa_forward_cuda without a usable CUDA device (or in a build without CUDA): a valid problem
-   is validated and then refused with DSWA_ERR_NO_DEVICE and a message, and the output is not
-   touched. The pointers are host memory: the call must not dereference them. With a device
+/* dswa_forward_cuda (and dswa_backward_cuda) without a usable CUDA device (or in a build
+   without CUDA): a valid problem is validated and then refused with DSWA_ERR_NO_DEVICE and a
+   message, and the output is not touched. The pointers are host memory: the call must not dereference them. With a device
    present this test is skipped (tests/test_cuda.c covers the device). Where libcuda.so.1
    cannot be loaded at all, the message must say that no driver was found, not that the
    driver's version is insufficient (which sends a user to upgrade a driver they lack). */
@@ -81,6 +81,26 @@ int main(void) {
         tu_outbuf_check(&p, &o, &un, &cl);
         CHECK(un == 0 && cl == 0, "%s: cpu run: %lld unwritten, %lld clobbered", dswa_dtype_name(dt),
               (long long)un, (long long)cl);
+
+        /* The backward likewise: validated (its workspace too), then NO_DEVICE, nothing written. */
+        dswa_backward_problem bp = dswa_backward_problem_default(&p);
+        void *g = tu_new_input(&p, &p.out, &rng, NULL);
+        tu_outbuf grad[3];
+        for (int i = 0; i < 3; i++) grad[i] = tu_outbuf_alloc(nq, dt);
+        const size_t wsb = dswa_backward_workspace_bytes(&bp);
+        void *ws = tu_alloc((int64_t)wsb, DSWA_F32);   /* host: never dereferenced */
+        s = dswa_backward_cuda(&bp, q, k, v, g, grad[0].out, grad[1].out, grad[2].out, NULL, ws, wsb, NULL);
+        CHECK(s == DSWA_ERR_NO_DEVICE && dswa_last_error()[0], "%s: dswa_backward_cuda returned %d: %s",
+              dswa_dtype_name(dt), (int)s, dswa_last_error());
+        s = dswa_backward_cuda(&bp, q, k, v, g, grad[0].out, grad[1].out, grad[2].out, NULL, NULL, 0, NULL);
+        CHECK(s == DSWA_ERR_INVALID_ARGUMENT && strstr(dswa_last_error(), "workspace = NULL"),
+              "%s: no workspace gave %d: %s", dswa_dtype_name(dt), (int)s, dswa_last_error());
+        for (int i = 0; i < 3; i++) {
+            CHECK(tu_outbuf_untouched(&grad[i]), "%s: gradient %d was written", dswa_dtype_name(dt), i);
+            tu_outbuf_free(&grad[i]);
+        }
+        tu_free(ws);
+        tu_free(g);
 
         tu_outbuf_free(&o);
         tu_free(q); tu_free(k); tu_free(v);

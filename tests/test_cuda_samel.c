@@ -29,16 +29,7 @@
 #ifndef DSWA_HAVE_CUDA
 int main(void) { tu_skip("dswa was built without CUDA"); }
 #else
-#include <cuda_runtime.h>
-
-#define CU(call)                                                                             \
-    do {                                                                                     \
-        cudaError_t e_ = (call);                                                             \
-        if (e_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
+#include "cuda_check.h"
 
 static int small_only = 0, host_mode = 0, long_mode = 0;
 static tu_rng rng;

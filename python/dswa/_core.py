@@ -137,6 +137,34 @@ def launcher(q, k, v, out, wl, wr, scale, lam, math, stream=None):
     return run
 
 
+def backward_run(q, k, v, dout, dq, dk, dv, wl, wr, scale, lam, math):
+    """The op's backward into dq, dk, dv (torch tensors of q's, k's and v's shapes, any
+    strides; dlambda is not computed): dswa_backward_cpu, or for CUDA tensors
+    dswa_backward_cuda on torch's current stream with a workspace from torch's allocator. A v
+    of H heads (one V read by both pairs) gets the sum of both pairs' gradients in dv."""
+    import torch
+    B, N, H, D, shared = check_args(q, k, v, dout, None)
+    for name, x in (("batch", B), ("seq_len", N), ("heads", H), ("head_dim", D)):
+        _int32(name, x)
+    lay = _lib.layout
+    fwd = _lib.Problem(B, N, H, D, wl, wr, scale, lam, DTYPES[_dtype_name(q)], math,
+                       lay(q.stride(), H, 2), lay(k.stride(), H, 2),
+                       lay(v.stride(), H, 1 if shared else 2), lay(dout.stride(), H, 1))
+    p = _lib.BackwardProblem(fwd, fwd.out, lay(dq.stride(), H, 2), lay(dk.stride(), H, 2),
+                             lay(dv.stride(), H, 1 if shared else 2))
+    L = _lib.lib()
+    ptrs = [t.data_ptr() for t in (q, k, v, dout, dq, dk, dv)]
+    if not q.is_cuda:
+        _lib.check(L.dswa_backward_cpu(ctypes.byref(p), *ptrs, None))
+        return
+    with torch.cuda.device(q.device):
+        nbytes = L.dswa_backward_workspace_bytes(ctypes.byref(p))
+        ws = torch.empty(nbytes, dtype=torch.uint8, device=q.device)
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        _lib.check(L.dswa_backward_cuda(ctypes.byref(p), *ptrs, None, ws.data_ptr() if nbytes else None,
+                                        nbytes, stream))
+
+
 # ---- the fused SAME-L block (dswa_samel_*) ---------------------------------------------------
 SAMEL_NORMS = ("q_gamma", "q_beta", "k_gamma", "k_beta")
 

@@ -33,6 +33,11 @@ class Problem(_c.Structure):                   # dswa_problem
                 ("q", Layout), ("k", Layout), ("v", Layout), ("out", Layout)]
 
 
+class BackwardProblem(_c.Structure):          # dswa_backward_problem
+    _fields_ = [("fwd", Problem), ("dout", Layout), ("dq", Layout), ("dk", Layout),
+                ("dv", Layout)]
+
+
 class SamelLayout(_c.Structure):               # dswa_samel_layout: [batch, seq, chunk, head, dim]
     _fields_ = [(n, _c.c_int64) for n in ("batch", "seq", "chunk", "head", "dim")]
 
@@ -96,7 +101,12 @@ def library_path():
 
 _lib = None
 _P, _SP, _vp = _c.POINTER(Problem), _c.POINTER(SamelProblem), _c.c_void_p
+_BP = _c.POINTER(BackwardProblem)
 _SIGNATURES = [
+    ("dswa_backward_cpu", _c.c_int, [_BP] + [_vp] * 8),
+    ("dswa_backward_cuda", _c.c_int, [_BP] + [_vp] * 9 + [_c.c_size_t, _vp]),
+    ("dswa_backward_workspace_bytes", _c.c_size_t, [_BP]),
+    ("dswa_backward_problem_default", BackwardProblem, [_P]),
     ("dswa_forward_cuda", _c.c_int, [_P, _vp, _vp, _vp, _vp, _vp]),
     ("dswa_forward_cpu", _c.c_int, [_P, _vp, _vp, _vp, _vp]),
     ("dswa_validate", _c.c_int, [_P, _vp, _vp, _vp, _vp]),

@@ -3,7 +3,9 @@ dswa::samel_attention and dswa::samel_attention_out (the fused SAME-L block).
 
 Registered with fake (meta) implementations, so torch.compile traces them without a graph
 break; the real implementation launches on torch's current stream, so they can be captured in
-a CUDA graph. Forward only (no autograd formula).
+a CUDA graph. dswa::diff_swa has an autograd formula: its backward is the custom op
+dswa::diff_swa_backward (dswa_backward_cpu / dswa_backward_cuda), giving the gradients of q, k
+and v (lam is a float argument, so it gets none). The other ops are forward only.
 """
 import torch
 
@@ -32,6 +34,38 @@ def diff_swa(q: Tensor, k: Tensor, v: Tensor, window_left: int, window_right: in
 @diff_swa.register_fake
 def _(q, k, v, window_left, window_right, scale, lam, math):
     return q.new_empty(_core.out_shape(q))
+
+
+@torch.library.custom_op("dswa::diff_swa_backward", mutates_args=())
+def diff_swa_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, window_left: int,
+                      window_right: int, scale: float, lam: float,
+                      math: int) -> tuple[Tensor, Tensor, Tensor]:
+    """(dq, dk, dv) of diff_swa for dout = dL/d(out): contiguous, of q's, k's and v's shapes.
+    A v of H heads (read by both pairs) gets both pairs' gradients summed; a (B, N, 2, H, D) v
+    with pair stride 0 (an expanded view) gets each pair's own, which autograd sums."""
+    dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+    _core.backward_run(q, k, v, dout, dq, dk, dv, window_left, window_right, scale, lam, math)
+    return dq, dk, dv
+
+
+@diff_swa_backward.register_fake
+def _(dout, q, k, v, window_left, window_right, scale, lam, math):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, window_left, window_right, scale, lam, math = inputs
+    ctx.save_for_backward(q, k, v)
+    ctx.args = (window_left, window_right, scale, lam, math)
+
+
+def _backward(ctx, dout):
+    q, k, v = ctx.saved_tensors
+    dq, dk, dv = torch.ops.dswa.diff_swa_backward(dout, q, k, v, *ctx.args)
+    return dq, dk, dv, None, None, None, None, None
+
+
+diff_swa.register_autograd(_backward, setup_context=_setup_context)
 
 
 @torch.library.custom_op("dswa::diff_swa_out", mutates_args=("out",))

@@ -30,6 +30,23 @@ def skip(why):
     raise unittest.SkipTest(why)
 
 
+def need_torch(feature=None):
+    """Skips without torch, or (feature: a torch.library attribute) with a torch without it."""
+    if torch is None:
+        skip("skipped: torch not installed")
+    if feature and not hasattr(torch.library, feature):
+        skip(f"skipped: torch < 2.4 has no torch.library.{feature}")
+
+
+def need_cuda(feature=None):
+    """need_torch, then skips without a CUDA device for torch or for libdswa.so."""
+    need_torch(feature)
+    if not torch.cuda.is_available():
+        skip("skipped: no CUDA device for torch")
+    if not dswa.cuda_available():
+        skip("skipped: libdswa.so has no CUDA backend or sees no device")
+
+
 def aot_arch_or_skip():
     """A target the library exports; skipped (visibly) for a build without nvcc, which exports
     none. Any other refusal (a build with nvcc that exports nothing) is an error, not a skip."""

@@ -44,6 +44,18 @@ def test_problem_layout():
     check(_lib.Problem, "dswa_problem")
 
 
+def test_backward_layout():
+    check(_lib.BackwardProblem, "dswa_backward_problem")
+    L = _lib.lib()
+    f = L.dswa_problem_default(2, 5, 3, 8, 2)
+    bp = L.dswa_backward_problem_default(ctypes.byref(f))
+    assert bp.dq.seq == f.q.seq and bp.dv.pair == f.v.pair and bp.dout.seq == f.out.seq
+    # 6 floats per (b, i, h), then 8 bytes per 16 rows of each (b, h), at a 256-byte offset
+    want = (2 * 5 * 3 * 24 + 255) // 256 * 256 + 2 * 3 * 1 * 8
+    assert L.dswa_backward_workspace_bytes(ctypes.byref(bp)) == want
+    assert L.dswa_backward_workspace_bytes(None) == 0
+
+
 def test_aot_layout():
     check(_lib.AotParam, "dswa_aot_param")
     check(_lib.AotInfo, "dswa_aot_info")

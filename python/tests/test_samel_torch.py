@@ -4,7 +4,8 @@ torch op dswa::samel_attention(_out) on the CPU (eager, torch.compile, opcheck) 
 against the upstream-shaped module (samel_ref.Attention), all against the float64 reference
 of samel_ref.py. Outputs are poisoned (NaN) before the library writes them. Skipped visibly
 without torch / a CUDA device."""
-from _util import LONG, np, raises, rel_err, skip, torch
+import _util
+from _util import LONG, np, raises, rel_err, torch
 from samel_ref import samel_reference
 
 import dswa
@@ -16,18 +17,11 @@ RNG = np.random.default_rng(11)
 
 
 def need_torch():
-    if torch is None:
-        skip("skipped: torch not installed")
-    if not hasattr(torch.library, "custom_op"):
-        skip("skipped: torch < 2.4 has no torch.library.custom_op")
+    _util.need_torch("custom_op")
 
 
 def need_cuda():
-    need_torch()
-    if not torch.cuda.is_available():
-        skip("skipped: no CUDA device for torch")
-    if not dswa.cuda_available():
-        skip("skipped: libdswa.so has no CUDA backend or sees no device")
+    _util.need_cuda("custom_op")
 
 
 def norms_np(D, seed=0):

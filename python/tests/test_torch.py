@@ -1,25 +1,12 @@
 """torch: the dswa::diff_swa op on the CPU (eager, torch.compile, opcheck) and on the GPU
 (eager for every dtype, torch.compile with fullgraph=True, CUDA-graph capture; B = 2; slices of a
 packed projection), against the float64 reference. Skipped without torch / a CUDA device."""
-from _util import LONG, check_close, dswa, raises, skip, torch
+from _util import LONG, check_close, dswa, need_cuda, need_torch, raises, skip, torch
 
 # relative Frobenius error bounds: CPU (fp32 arithmetic) and CUDA (f32 is TF32 matrix math)
 TOL_CPU = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1.5e-2}
 TOL_CUDA = {"float32": 5e-3, "float16": 3e-3, "bfloat16": 2e-2}
 DTYPES = ("float32", "float16", "bfloat16")
-
-
-def need_torch():
-    if torch is None:
-        skip("skipped: torch not installed")
-
-
-def need_cuda():
-    need_torch()
-    if not torch.cuda.is_available():
-        skip("skipped: no CUDA device for torch")
-    if not dswa.cuda_available():
-        skip("skipped: libdswa.so has no CUDA backend or sees no device")
 
 
 def inputs(B, N, H, D, dtype, device, layout, seed=0):

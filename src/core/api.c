@@ -3,6 +3,7 @@
    backend. */
 #include <math.h>
 #include "core/internal.h"
+#include "cuda/kernels.h"
 
 dswa_problem dswa_problem_default(int32_t batch, int32_t seq_len, int32_t heads,
                                   int32_t head_dim, int32_t window) {
@@ -80,6 +81,62 @@ dswa_status dswa_backward_cpu(const dswa_backward_problem *p, const void *q, con
         return DSWA_OK;
     }
     return dswa_cpu_backward(p, q, k, v, dout, dq, dk, dv, dlambda);
+}
+
+size_t dswa_backward_workspace_bytes(const dswa_backward_problem *p) {
+    size_t offset, blocks;
+    return p ? dswa_bwd_workspace_layout(p->fwd.batch, p->fwd.seq_len, p->fwd.heads, &offset,
+                                         &blocks)
+             : 0;
+}
+
+/* The CUDA backward's workspace: there, large enough, aligned, and apart from every tensor
+   and dlambda (the bytes the kernels use: [workspace, workspace + need)). */
+static dswa_status check_workspace(const dswa_backward_problem *p, const void *const ptr[7],
+                                   const float *dlambda, const void *ws, size_t bytes) {
+    const size_t need = dswa_backward_workspace_bytes(p);
+    if (need == 0) return DSWA_OK;
+    if (need == SIZE_MAX)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "batch * seq_len * heads = %d * %d * %d: the "
+                         "workspace would not fit a size_t", p->fwd.batch, p->fwd.seq_len,
+                         p->fwd.heads);
+    if (!ws)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "workspace = NULL: this problem needs %zu "
+                         "bytes (dswa_backward_workspace_bytes)", need);
+    if (bytes < need)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "workspace_bytes = %zu: this problem needs "
+                         "%zu (dswa_backward_workspace_bytes)", bytes, need);
+    if ((uintptr_t)ws % 16)
+        return dswa_fail(DSWA_ERR_MISALIGNED, "workspace = %p: must be 16-byte aligned", ws);
+    static const char *const names[8] = {"q", "k", "v", "dout", "dq", "dk", "dv", "dlambda"};
+    const dswa_layout *const lay[7] = {&p->fwd.q, &p->fwd.k, &p->fwd.v, &p->dout,
+                                       &p->dq, &p->dk, &p->dv};
+    const uintptr_t w0 = (uintptr_t)ws, w1 = w0 + need;
+    for (int t = 0; t < 8; t++) {
+        const uintptr_t a = t < 7 ? (uintptr_t)ptr[t] : (uintptr_t)dlambda;
+        if (t == 7 && !dlambda) continue;
+        /* validation bounded every span: it fits the address range */
+        const uintptr_t len = t < 7 ? (uintptr_t)dswa_view_span(&p->fwd, lay[t], t == 3 ? 1 : 2) *
+                                          dswa_dtype_size(p->fwd.dtype)
+                                    : sizeof(float);
+        if (a < w1 && w0 < a + len)
+            return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "workspace: overlaps %s (it must share "
+                             "no byte with any tensor or dlambda)", names[t]);
+    }
+    return DSWA_OK;
+}
+
+dswa_status dswa_backward_cuda(const dswa_backward_problem *p, const void *q, const void *k,
+                               const void *v, const void *dout, void *dq, void *dk, void *dv,
+                               float *dlambda, void *workspace, size_t workspace_bytes,
+                               void *stream) {
+    dswa_status s = dswa_validate_backward(p, q, k, v, dout, dq, dk, dv, dlambda);
+    if (s != DSWA_OK) return s;
+    const void *const ptr[7] = {q, k, v, dout, dq, dk, dv};
+    if ((s = check_workspace(p, ptr, dlambda, workspace, workspace_bytes))) return s;
+    if (!dswa_cuda_probe())
+        return DSWA_ERR_NO_DEVICE;  /* dswa_cuda_probe recorded why */
+    return dswa_cuda_backward_launch(p, q, k, v, dout, dq, dk, dv, dlambda, workspace, stream);
 }
 
 int dswa_cuda_available(void) {

@@ -41,6 +41,14 @@ dswa_status dswa_cuda_samel_launch(const dswa_samel_problem *p, const void *qkv,
 /* 1 when a device of compute capability 8.0 or newer is current; else 0 with a message. */
 int dswa_cuda_probe(void);
 
+/* The CUDA backward (src/cuda/kernel_backward.cu; src/cuda/absent.c without nvcc). Called
+   after dswa_validate_backward and the workspace checks succeeded and the device was probed;
+   an empty problem only writes dlambda = 0. workspace: dswa_bwd_workspace_layout's bytes. */
+dswa_status dswa_cuda_backward_launch(const dswa_backward_problem *p, const void *q,
+                                      const void *k, const void *v, const void *dout, void *dq,
+                                      void *dk, void *dv, float *dlambda, void *workspace,
+                                      void *stream);
+
 /* The CPU backend (src/cpu/cpu_backend.c); same precondition. */
 dswa_status dswa_cpu_run(const dswa_problem *p, const void *q, const void *k,
                          const void *v, void *out);

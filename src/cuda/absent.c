@@ -16,3 +16,10 @@ dswa_status dswa_cuda_samel_launch(const dswa_samel_problem *p, const void *qkv,
                                    void *stream) {
     return dswa_fail(DSWA_ERR_NO_DEVICE, "dswa was built without CUDA (nvcc was not found at build time)");
 }
+
+dswa_status dswa_cuda_backward_launch(const dswa_backward_problem *p, const void *q,
+                                      const void *k, const void *v, const void *dout, void *dq,
+                                      void *dk, void *dv, float *dlambda, void *workspace,
+                                      void *stream) {
+    return dswa_fail(DSWA_ERR_NO_DEVICE, "dswa was built without CUDA (nvcc was not found at build time)");
+}

@@ -45,3 +45,20 @@ const dswa_kernel *dswa_samel_kernel_pick(dswa_dtype dtype, dswa_math math, int3
     }
     return NULL;
 }
+
+size_t dswa_bwd_workspace_layout(int32_t batch, int32_t seq_len, int32_t heads,
+                                 size_t *partials_offset, size_t *blocks) {
+    *partials_offset = *blocks = 0;
+    if (batch <= 0 || seq_len <= 0 || heads <= 0) return 0;
+    const size_t tiles = ((size_t)seq_len + DSWA_BWD_ROWS - 1) / DSWA_BWD_ROWS;
+    size_t rows, table, nblk, total;
+    if (__builtin_mul_overflow((size_t)batch * (size_t)heads, (size_t)seq_len, &rows) ||
+        __builtin_mul_overflow(rows, 6 * sizeof(float), &table) ||
+        __builtin_add_overflow(table, (size_t)255, &table) ||
+        __builtin_mul_overflow((size_t)batch * (size_t)heads, tiles, &nblk) ||
+        __builtin_add_overflow(table / 256 * 256, nblk * sizeof(double), &total))
+        return SIZE_MAX;
+    *partials_offset = table / 256 * 256;
+    *blocks = nblk;
+    return total;
+}

@@ -84,6 +84,23 @@ int dswa_samel_band_rot_ok(dswa_dtype dtype, int32_t rot_dims);
 const dswa_kernel *dswa_samel_kernel_pick(dswa_dtype dtype, dswa_math math, int32_t wl, int32_t wr,
                                           int32_t rot_dims);
 
+/* ---- the backward (src/cuda/kernel_backward.cu) ------------------------------------------
+   Its kernels have no AOT export and take int64 strides, so they are not in the registry
+   above. Each block owns DSWA_BWD_ROWS rows of one (batch, head): grid (ceil(N / 16), H, B) of
+   DSWA_THREADS threads, each warp DSWA_BWD_ROWS / DSWA_WARPS consecutive rows. Head dims up to
+   DSWA_BWD_MAX_DIM (a lane owns dims lane and lane + 32). */
+#define DSWA_BWD_ROWS 16
+#define DSWA_BWD_MAX_DIM 64
+
+/* The caller's workspace of the CUDA backward: a table of 6 floats per (batch, head, row)
+   (each pair's max score, 1 / sum of exps, delta) at offset 0, then one double per block of
+   the query kernel (its share of dlambda) at *partials_offset, a multiple of 256 bytes.
+   Returns the total bytes (0 for an empty problem: batch, seq_len or heads <= 0), or SIZE_MAX
+   when it does not fit a size_t. Plain C: the public size function (src/core/api.c) and the
+   launcher both read it. */
+size_t dswa_bwd_workspace_layout(int32_t batch, int32_t seq_len, int32_t heads,
+                                 size_t *partials_offset, size_t *blocks);
+
 #ifdef __cplusplus
 }
 #endif

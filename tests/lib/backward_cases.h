@@ -1,0 +1,44 @@
+/* The backward's shared cases (backward_cases.c): B > 1, odd N, N < window, N = 1, full and
+   asymmetric windows, head_dim 1 to 64, lambda and scale, every V sharing (H-head V, v.pair = 0,
+   summed dv), packed SAME-L buffers, strided and permuted layouts and a broadcast dout, each
+   for every dtype, through any backend: tests/test_backward.c runs them on the CPU,
+   tests/test_cuda_backward.c on the GPU (copying the regions to the device and back). */
+#ifndef DSWA_TESTS_BACKWARD_CASES_H
+#define DSWA_TESTS_BACKWARD_CASES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "dswa.h"
+#include "testutil.h"
+
+/* Relative Frobenius tolerance per gradient: f32 1e-5 (plain fp32 arithmetic: errors about
+   1e-7 to 1e-6 are expected), f16 1e-3, bf16 3e-3 (the gradients' own rounding). */
+double tu_bwd_tol(dswa_dtype t);
+/* dlambda's error against ||dout|| * ||A_1||, the Cauchy-Schwarz bound of |dlambda|. */
+#define TU_BWD_TOL_DLAMBDA 1e-6
+
+/* n (at least 1) elements of fresh normals. */
+void *tu_bwd_new_buf(tu_rng *r, int64_t n, dswa_dtype dt);
+/* The pairs dv holds: 1 when summed (dv.pair == 0), else 2. */
+int tu_bwd_dv_pairs(const dswa_backward_problem *bp);
+/* [B, N, 5, H, D] chunks viewed as [batch, seq, pair, head, dim], pairs 3 chunks apart: q, k,
+   v (shared) of SAME-L's packed projection, or dq, dk, dv of a packed gradient buffer. */
+dswa_layout tu_bwd_packed_layout(const dswa_problem *p);
+
+/* A host buffer a backend may read or write: all of one allocation. */
+typedef struct tu_region { void *base; size_t bytes; } tu_region;
+/* A backward over host pointers, each inside one of the n regions. */
+typedef dswa_status (*tu_backward_fn)(const dswa_backward_problem *p, const void *q,
+                                      const void *k, const void *v, const void *dout, void *dq,
+                                      void *dk, void *dv, float *dlambda, const tu_region *r,
+                                      int n);
+
+/* One case through `run`: *bp as given with dlambda asked for; packed: q, k, v and dq, dk, dv
+   as chunks of one [B, N, 5, H, D] buffer each (their layouts in *bp are replaced). */
+void tu_backward_case(tu_backward_fn run, const char *name, tu_rng *r, const char *what,
+                      const dswa_backward_problem *bp, int packed);
+/* Runs every case through `run` (printing `name`), inputs drawn from r; the number of failed
+   checks. */
+int tu_backward_cases(tu_backward_fn run, const char *name, tu_rng *r);
+
+#endif
