@@ -338,10 +338,24 @@ dswa_status dswa_samel_validate_backward(const dswa_samel_backward_problem *p, c
 /* Host memory. Writes every element of dqkv's view (in the problem's dtype) and, when g is
    not NULL, the norms' gradients (fp32; 0 for an empty problem). fp32 arithmetic, the norms'
    sums in double. Allocates about 11*B*N*H*D floats of scratch plus per-thread rows
-   (DSWA_ERR_OUT_OF_MEMORY if it cannot). On any failure nothing has been written. The CUDA
-   backward of the block is not built yet. */
+   (DSWA_ERR_OUT_OF_MEMORY if it cannot). On any failure nothing has been written. */
 dswa_status dswa_samel_backward_cpu(const dswa_samel_backward_problem *p, const void *qkv,
                                     const void *dout, void *dqkv, const dswa_samel_norm_grads *g);
+
+/* Bytes of device workspace dswa_samel_backward_cuda needs for *p (0 for an empty problem). */
+size_t dswa_samel_backward_workspace_bytes(const dswa_samel_backward_problem *p);
+
+/* The fused block's backward on the GPU: qkv, dout, dqkv, the norms' gamma and beta and g's
+   six pointers in device memory; stream a cudaStream_t (NULL = default stream); workspace:
+   device memory of at least dswa_samel_backward_workspace_bytes(p) bytes, 256-byte aligned,
+   sharing no byte with anything else. No allocation, no synchronisation: capturable in a CUDA
+   graph with the workspace it was given. Checks: dswa_samel_validate_backward's, then the
+   workspace's (DSWA_ERR_INVALID_ARGUMENT naming it). Deterministic as the CPU backward: bitwise
+   the same on every run (no floating-point atomics; the norms' sums in a fixed order). On any
+   refusal nothing has been written. */
+dswa_status dswa_samel_backward_cuda(const dswa_samel_backward_problem *p, const void *qkv,
+                                     const void *dout, void *dqkv, const dswa_samel_norm_grads *g,
+                                     void *workspace, size_t workspace_bytes, void *stream);
 
 /* ---- AOT export for TensorRT ------------------------------------------------------- */
 /* The CUDA kernels as TensorRT's AOT plugin path (tensorrt.plugin.aot_impl) wants them: PTX
