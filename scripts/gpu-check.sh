@@ -5,18 +5,20 @@
 # plugin path launched through the driver in a CUDA graph, then `dswa bench` (with the wide
 # kernel and fp32-accurate rows) and the README table from it, and `dswa bench --op samel`.
 # Logs and JSON go to OUTDIR (default: $OUT, else ./gpu-out); it ends with a short summary.
-#   scripts/gpu-check.sh [OUTDIR] [all|tests|bench|compare]
+#   scripts/gpu-check.sh [OUTDIR] [all|tests|bench|compare|block]
 # `tests` and `bench` are the two halves of `all`; `compare` runs the Python comparators
 # (bench/compare.py: Triton block-tiled kernel, FlexAttention) and the plot, then the fused
 # block's comparator (compare.py --op samel: compiled prologue + op) and `dswa bench --op samel`,
-# joined by bench/readme_table.py: the fused block's README table (both ratios) and plot. Each part
+# joined by bench/readme_table.py: the fused block's README table (both ratios) and plot; `block`
+# (not in `all`) times one upstream-shaped SAME-L transformer block unswapped and swapped
+# (bench/compare.py --op block): the README's block table. Each part
 # keeps within one device call (10 min): the sanitizer runs stop being started once the tests
 # part has run SANITIZER_UNTIL seconds (default 480). Without a GPU it says so and exits 1 at
 # once.
 set -u
 out=${1:-${OUT:-gpu-out}}
 part=${2:-all}
-case $part in all|tests|bench|compare) ;; *) echo "gpu-check: unknown part '$part' (all|tests|bench|compare)"; exit 2 ;; esac
+case $part in all|tests|bench|compare|block) ;; *) echo "gpu-check: unknown part '$part' (all|tests|bench|compare|block)"; exit 2 ;; esac
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
 if [ -z "$arch" ]; then
     echo "gpu-check: no GPU found (nvidia-smi is missing or lists no device): this job needs an NVIDIA GPU"
@@ -139,6 +141,15 @@ if [ "$part" = all ] || [ "$part" = compare ]; then
         cat "$out/readme-samel.md" || rc=1
     python3 bench/plot.py "$out/bench-samel.json" "$out/perf-samel.png" ${cmp[@]+"${cmp[@]}"} || true
     note "dswa bench --op samel, joined: $r in $(secs "$t") s"
+fi
+if [ "$part" = block ]; then
+    step "one SAME-L transformer block, unswapped and swapped (bench/compare.py --op block)"
+    t=$(date +%s)
+    timeout 540 python3 bench/compare.py --op block --budget "${BLOCK_BUDGET:-420}" --json "$out/block-compare.json"
+    r=$?
+    [ $r -eq 0 ] && r=ok || { r="exit $r"; rc=1; }
+    python3 bench/compare.py --table "$out/block-compare.json" > "$out/readme-block.md" || rc=1
+    note "block comparator: $r in $(secs "$t") s (README table: readme-block.md)"
 fi
 step "summary (commit $commit)"
 printf '%s' "$summary"
