@@ -1,7 +1,8 @@
 /* The CUDA backward of the fused SAME-L block: dqkv (all five chunks) and the norms' alpha,
  * gamma and beta gradients from dout (the math is in include/dswa.h, the plan in
  * docs/BACKWARD.md). The CPU backward's three steps (src/cpu/samel_backward.c), each a pass
- * over fp32 scratch carved from the caller's workspace, all on the caller's stream:
+ * over fp32 scratch carved from the caller's workspace, then the norms' reduction, all on the
+ * caller's stream:
  *  1. dswa_samel_bwd_prologue: the forward's DyT + RoPE of q, k, q_diff and k_diff recomputed
  *     with the forward's device functions (cuda/samel.cuh) and roundings (16-bit: DyT's result
  *     rounded to the dtype, RoPE in fp32, rounded again), widened to fp32 r_q, r_k; V and dout
@@ -21,11 +22,11 @@
  * every sum in an order fixed by the problem) and reusing the op backward unchanged. Kernels 1
  * and 3 run the op backward's geometry: blocks of DSWA_BWD_ROWS rows of one (batch, head), one
  * warp per row at a time, a lane owning dims lane and lane + 32. The scratch costs 44 bytes per
- * element of one chunk (about 300 MB at SAME-L's shape); a fused version would keep r in
- * registers and shared memory instead. tanh is tanhf (fp32-accurate, as the forward's scalar
- * kernel and its fp32-math band kernel compute it): the derivative needs u to fp32 accuracy,
- * and r must be the function whose gradient this is. Nothing here allocates or synchronizes:
- * a call is capturable in a CUDA graph.
+ * element of one chunk (the workspace is 310 MB at SAME-L's shape); a fused version would
+ * keep r in registers and shared memory instead. tanh is tanhf (fp32-accurate, as the
+ * forward's scalar kernel and its fp32-math band kernel compute it): the derivative needs u to
+ * fp32 accuracy, and r must be the function whose gradient this is. Nothing here allocates or
+ * synchronizes: a call is capturable in a CUDA graph.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
