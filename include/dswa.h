@@ -342,7 +342,11 @@ dswa_status dswa_samel_validate_backward(const dswa_samel_backward_problem *p, c
 dswa_status dswa_samel_backward_cpu(const dswa_samel_backward_problem *p, const void *qkv,
                                     const void *dout, void *dqkv, const dswa_samel_norm_grads *g);
 
-/* Bytes of device workspace dswa_samel_backward_cuda needs for *p (0 for an empty problem). */
+/* Bytes of device workspace dswa_samel_backward_cuda needs for *p: fp32 scratch of 11 floats
+   per element of one chunk (r_q, r_k, their gradients, V, dout, dV), the op backward's table
+   and the norms' per-block partial sums: about B*N*H*(46*head_dim + 25) bytes (310 MB at
+   SAME-L's B = 1, N = 4352, H = 24); 0 for an empty problem or p NULL; SIZE_MAX when it does
+   not fit a size_t. It depends on batch, seq_len, heads and head_dim only. */
 size_t dswa_samel_backward_workspace_bytes(const dswa_samel_backward_problem *p);
 
 /* The fused block's backward on the GPU: qkv, dout, dqkv, the norms' gamma and beta and g's
@@ -350,9 +354,15 @@ size_t dswa_samel_backward_workspace_bytes(const dswa_samel_backward_problem *p)
    device memory of at least dswa_samel_backward_workspace_bytes(p) bytes, 256-byte aligned,
    sharing no byte with anything else. No allocation, no synchronisation: capturable in a CUDA
    graph with the workspace it was given. Checks: dswa_samel_validate_backward's, then the
-   workspace's (DSWA_ERR_INVALID_ARGUMENT naming it). Deterministic as the CPU backward: bitwise
-   the same on every run (no floating-point atomics; the norms' sums in a fixed order). On any
-   refusal nothing has been written. */
+   workspace's (DSWA_ERR_INVALID_ARGUMENT naming it: NULL, too small, not 256-byte aligned, or
+   sharing a byte with qkv, dout, dqkv, the norms' gamma and beta or g's pointers), then
+   head_dim <= 64, seq_len <= 2^30 and batch, heads <= 65535 (DSWA_ERR_UNSUPPORTED) and pointers
+   aligned to their elements (DSWA_ERR_MISALIGNED); any layout the CPU backward takes otherwise.
+   Arithmetic: fp32 (tanh fp32-accurate, as the forward's fp32 math computes it) whatever
+   p->fwd.math says, 16-bit gradients rounded once, when dqkv is stored; the norms' sums in
+   double. Deterministic as the CPU backward: bitwise the same on every run (no floating-point
+   atomics; the norms' sums in a fixed order). An empty problem writes g's gradients as 0 only
+   (when g is not NULL). On any refusal nothing has been written. */
 dswa_status dswa_samel_backward_cuda(const dswa_samel_backward_problem *p, const void *qkv,
                                      const void *dout, void *dqkv, const dswa_samel_norm_grads *g,
                                      void *workspace, size_t workspace_bytes, void *stream);

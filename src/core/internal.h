@@ -49,6 +49,15 @@ dswa_status dswa_cuda_backward_launch(const dswa_backward_problem *p, const void
                                       void *dk, void *dv, float *dlambda, void *workspace,
                                       void *stream);
 
+/* The fused block's CUDA backward (src/cuda/kernel_samel_backward.cu; src/cuda/absent.c
+   without nvcc). Called after dswa_samel_validate_backward and the workspace checks succeeded
+   and the device was probed; an empty problem only writes g's gradients as 0. workspace:
+   dswa_samel_bwd_workspace_layout's bytes, 256-byte aligned. */
+dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward_problem *p,
+                                            const void *qkv, const void *dout, void *dqkv,
+                                            const dswa_samel_norm_grads *g, void *workspace,
+                                            void *stream);
+
 /* The CPU backend (src/cpu/cpu_backend.c); same precondition. */
 dswa_status dswa_cpu_run(const dswa_problem *p, const void *q, const void *k,
                          const void *v, void *out);

@@ -3,6 +3,7 @@
    the block's validation (core/samel_validate.c) first, then hands a non-empty problem to its
    backend. */
 #include "core/internal.h"
+#include "core/samel.h"
 #include "cuda/kernels.h"
 
 dswa_samel_problem dswa_samel_problem_default(int32_t batch, int32_t seq_len, int32_t heads) {
@@ -90,4 +91,81 @@ const char *dswa_samel_kernel_name(const dswa_samel_problem *p) {
     const dswa_kernel *k = dswa_samel_kernel_pick(p->dtype, p->math, p->window_left < n1 ? p->window_left : n1,
                                                   p->window_right < n1 ? p->window_right : n1, p->rot_dims);
     return k ? k->entry : NULL;
+}
+
+size_t dswa_samel_backward_workspace_bytes(const dswa_samel_backward_problem *p) {
+    dswa_samel_bwd_ws w;
+    return p ? dswa_samel_bwd_workspace_layout(p->fwd.batch, p->fwd.seq_len, p->fwd.heads,
+                                               p->fwd.head_dim, &w)
+             : 0;
+}
+
+/* Bytes spanned by a packed [batch, seq, chunk, head, dim] view of p (validated: it fits). */
+static uintptr_t packed_span_bytes(const dswa_samel_problem *p, const dswa_samel_layout *x) {
+    const int64_t off = (int64_t)(p->batch - 1) * x->batch + (int64_t)(p->seq_len - 1) * x->seq +
+                        4 * x->chunk + (int64_t)(p->heads - 1) * x->head +
+                        (int64_t)(p->head_dim - 1) * x->dim;
+    return (uintptr_t)(off + 1) * dswa_dtype_size(p->dtype);
+}
+
+/* The fused CUDA backward's workspace: there, large enough, 256-byte aligned, and apart from
+   every tensor, the norms' weights and g's pointers (the bytes the kernels use: [workspace,
+   workspace + need)). */
+static dswa_status check_samel_workspace(const dswa_samel_backward_problem *bp, const void *qkv,
+                                         const void *dout, const void *dqkv,
+                                         const dswa_samel_norm_grads *g, const void *ws,
+                                         size_t bytes) {
+    const dswa_samel_problem *p = &bp->fwd;
+    const size_t need = dswa_samel_backward_workspace_bytes(bp);
+    if (need == 0) return DSWA_OK;
+    if (need == SIZE_MAX)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "batch * seq_len * heads * head_dim = %d * %d "
+                         "* %d * %d: the workspace would not fit a size_t", p->batch, p->seq_len,
+                         p->heads, p->head_dim);
+    if (!ws)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "workspace = NULL: this problem needs %zu "
+                         "bytes (dswa_samel_backward_workspace_bytes)", need);
+    if (bytes < need)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "workspace_bytes = %zu: this problem needs "
+                         "%zu (dswa_samel_backward_workspace_bytes)", bytes, need);
+    if ((uintptr_t)ws % 256)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "workspace = %p: must be 256-byte aligned", ws);
+    const dswa_problem d = dswa_samel_op_problem(p);
+    const uintptr_t nb = (uintptr_t)p->head_dim * sizeof(float);
+    struct { const char *name; const void *ptr; uintptr_t len; } t[13] = {
+        {"qkv", qkv, packed_span_bytes(p, &p->qkv)},
+        {"dout", dout, (uintptr_t)dswa_view_span(&d, &bp->dout, 1) * dswa_dtype_size(p->dtype)},
+        {"dqkv", dqkv, packed_span_bytes(p, &bp->dqkv)},
+        {"q_norm.gamma", p->q_norm.gamma, nb}, {"q_norm.beta", p->q_norm.beta, nb},
+        {"k_norm.gamma", p->k_norm.gamma, nb}, {"k_norm.beta", p->k_norm.beta, nb},
+    };
+    int n = 7;
+    if (g) {
+        const dswa_samel_norm_grad *ng[2] = {&g->q_norm, &g->k_norm};
+        static const char *const names[2][3] = {{"q_norm.dalpha", "q_norm.dgamma", "q_norm.dbeta"},
+                                                {"k_norm.dalpha", "k_norm.dgamma", "k_norm.dbeta"}};
+        for (int k = 0; k < 2; k++) {
+            t[n].name = names[k][0]; t[n].ptr = ng[k]->dalpha; t[n++].len = sizeof(float);
+            t[n].name = names[k][1]; t[n].ptr = ng[k]->dgamma; t[n++].len = nb;
+            t[n].name = names[k][2]; t[n].ptr = ng[k]->dbeta; t[n++].len = nb;
+        }
+    }
+    const uintptr_t w0 = (uintptr_t)ws, w1 = w0 + need;
+    for (int i = 0; i < n; i++) {
+        const uintptr_t a = (uintptr_t)t[i].ptr;
+        if (a < w1 && w0 < a + t[i].len)
+            return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "workspace: overlaps %s (it must share "
+                             "no byte with any tensor, norm weight or norm gradient)", t[i].name);
+    }
+    return DSWA_OK;
+}
+
+dswa_status dswa_samel_backward_cuda(const dswa_samel_backward_problem *p, const void *qkv,
+                                     const void *dout, void *dqkv, const dswa_samel_norm_grads *g,
+                                     void *workspace, size_t workspace_bytes, void *stream) {
+    dswa_status s = dswa_samel_validate_backward(p, qkv, dout, dqkv, g);
+    if (s != DSWA_OK) return s;
+    if ((s = check_samel_workspace(p, qkv, dout, dqkv, g, workspace, workspace_bytes))) return s;
+    if (!dswa_cuda_probe()) return DSWA_ERR_NO_DEVICE;  /* dswa_cuda_probe recorded why */
+    return dswa_cuda_samel_backward_launch(p, qkv, dout, dqkv, g, workspace, stream);
 }

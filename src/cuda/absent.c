@@ -23,3 +23,10 @@ dswa_status dswa_cuda_backward_launch(const dswa_backward_problem *p, const void
                                       void *stream) {
     return dswa_fail(DSWA_ERR_NO_DEVICE, "dswa was built without CUDA (nvcc was not found at build time)");
 }
+
+dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward_problem *p,
+                                            const void *qkv, const void *dout, void *dqkv,
+                                            const dswa_samel_norm_grads *g, void *workspace,
+                                            void *stream) {
+    return dswa_fail(DSWA_ERR_NO_DEVICE, "dswa was built without CUDA (nvcc was not found at build time)");
+}

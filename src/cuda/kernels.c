@@ -1,5 +1,6 @@
 /* The kernel registry (kernels.h) as data, and the kernel-pick rule. Plain C: the AOT export
    reads it too, and it builds without nvcc. */
+#include <string.h>
 #include "cuda/kernels.h"
 
 #define DSWA_BAND_ROW_(entry, dtype, math, T, blocks) {#entry, "band", dtype, math, blocks, DSWA_BAND_MAX_SPAN},
@@ -61,4 +62,40 @@ size_t dswa_bwd_workspace_layout(int32_t batch, int32_t seq_len, int32_t heads,
     *partials_offset = table / 256 * 256;
     *blocks = nblk;
     return total;
+}
+
+/* Appends a piece of n units of `unit` bytes at the next 256-byte boundary: its offset, or
+   SIZE_MAX on overflow (which sticks: *end becomes SIZE_MAX). */
+static size_t ws_piece(size_t *end, size_t n, size_t unit) {
+    size_t at, bytes;
+    if (*end == SIZE_MAX || __builtin_add_overflow(*end, (size_t)255, &at) ||
+        __builtin_mul_overflow(n, unit, &bytes) || __builtin_add_overflow(at / 256 * 256, bytes, end)) {
+        *end = SIZE_MAX;
+        return SIZE_MAX;
+    }
+    return at / 256 * 256;
+}
+
+size_t dswa_samel_bwd_workspace_layout(int32_t batch, int32_t seq_len, int32_t heads,
+                                       int32_t head_dim, dswa_samel_bwd_ws *w) {
+    memset(w, 0, sizeof *w);
+    if (batch <= 0 || seq_len <= 0 || heads <= 0 || head_dim <= 0) return 0;
+    size_t m, op_offset, op_blocks, end = 0;
+    const size_t tiles = ((size_t)seq_len + DSWA_BWD_ROWS - 1) / DSWA_BWD_ROWS;
+    const size_t op = dswa_bwd_workspace_layout(batch, seq_len, heads, &op_offset, &op_blocks);
+    if (op == SIZE_MAX ||
+        __builtin_mul_overflow((size_t)batch * (size_t)heads, (size_t)seq_len, &m) ||
+        __builtin_mul_overflow(m, (size_t)head_dim, &m) ||
+        __builtin_mul_overflow((size_t)batch * (size_t)heads, tiles, &w->blocks))
+        return SIZE_MAX;
+    w->rq = ws_piece(&end, 2 * m, sizeof(float));
+    w->rk = ws_piece(&end, 2 * m, sizeof(float));
+    w->v = ws_piece(&end, m, sizeof(float));
+    w->dout = ws_piece(&end, m, sizeof(float));
+    w->drq = ws_piece(&end, 2 * m, sizeof(float));
+    w->drk = ws_piece(&end, 2 * m, sizeof(float));
+    w->dv = ws_piece(&end, m, sizeof(float));
+    w->op = ws_piece(&end, op, 1);
+    w->partial = ws_piece(&end, w->blocks, DSWA_SAMEL_BWD_PARTS(head_dim) * sizeof(double));
+    return end;
 }

@@ -101,6 +101,24 @@ const dswa_kernel *dswa_samel_kernel_pick(dswa_dtype dtype, dswa_math math, int3
 size_t dswa_bwd_workspace_layout(int32_t batch, int32_t seq_len, int32_t heads,
                                  size_t *partials_offset, size_t *blocks);
 
+/* ---- the fused block's backward (src/cuda/kernel_samel_backward.cu) ----------------------
+   Its caller's workspace, in pieces at 256-byte offsets (byte offsets below), M = B*N*H*D:
+   the recomputed r_q and r_k (2M floats each, [b][n][pair][h][d]), V and dout widened to fp32
+   (M each, [b][n][h][d]), the op backward's gradients dr_q, dr_k (2M each) and summed dV (M),
+   the op backward's own workspace (dswa_bwd_workspace_layout's bytes), and the epilogue's
+   per-block partial sums of the norms' gradients: DSWA_SAMEL_BWD_PARTS doubles for each
+   block of (DSWA_BWD_ROWS positions, head, batch). */
+#define DSWA_SAMEL_BWD_PARTS(D) (2 * (1 + 2 * (size_t)(D)))   /* per norm: dalpha, dgamma, dbeta */
+typedef struct dswa_samel_bwd_ws {
+    size_t rq, rk, v, dout, drq, drk, dv, op, partial;   /* offsets */
+    size_t blocks;                                       /* of partials */
+} dswa_samel_bwd_ws;
+/* Fills *w and returns the total bytes: 0 for an empty problem (any size <= 0), SIZE_MAX when
+   it does not fit a size_t. Plain C: the public size function (src/core/samel_api.c) and the
+   launcher both read it. */
+size_t dswa_samel_bwd_workspace_layout(int32_t batch, int32_t seq_len, int32_t heads,
+                                       int32_t head_dim, dswa_samel_bwd_ws *w);
+
 #ifdef __cplusplus
 }
 #endif

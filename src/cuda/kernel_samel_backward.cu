@@ -1,0 +1,341 @@
+/* The CUDA backward of the fused SAME-L block: dqkv (all five chunks) and the norms' alpha,
+ * gamma and beta gradients from dout (the math is in include/dswa.h, the plan in
+ * docs/BACKWARD.md). The CPU backward's three steps (src/cpu/samel_backward.c), each a pass
+ * over fp32 scratch carved from the caller's workspace, then the norms' reduction, all on the
+ * caller's stream:
+ *  1. dswa_samel_bwd_prologue: the forward's DyT + RoPE of q, k, q_diff and k_diff recomputed
+ *     with the forward's device functions (cuda/samel.cuh) and roundings (16-bit: DyT's result
+ *     rounded to the dtype, RoPE in fp32, rounded again), widened to fp32 r_q, r_k; V and dout
+ *     widened to fp32 too, so every later step reads dense fp32 rows.
+ *  2. The op's CUDA backward (kernel_backward.cu, dswa_cuda_backward_launch) on that scratch in
+ *     fp32: pairs (q, q_diff) and (k, k_diff), V shared by both with dv.pair == 0 (the summed
+ *     dV: chunk 2's gradient), its own table workspace a piece of ours. A 16-bit problem's
+ *     gradients are therefore rounded once, when dqkv is stored.
+ *  3. dswa_samel_bwd_epilogue: per row, RoPE transposed (the rotation by -theta) and DyT's
+ *     derivative, written into dqkv in its dtype; each block's share of the norms' sums
+ *     (double, a fixed order) into the workspace.
+ *  4. dswa_samel_bwd_reduce (only with g): one block per norm-gradient element sums the
+ *     blocks' shares in a fixed order and writes g's float.
+ *
+ * Why it is shaped so: this is the straightforward version, correct for every layout the CPU
+ * backward takes (int64 strides, head_dim up to 64, any rot_dims), deterministic (no atomics,
+ * every sum in an order fixed by the problem) and reusing the op backward unchanged. Kernels 1
+ * and 3 run the op backward's geometry: blocks of DSWA_BWD_ROWS rows of one (batch, head), one
+ * warp per row at a time, a lane owning dims lane and lane + 32. The scratch costs 44 bytes per
+ * element of one chunk (the workspace is 310 MB at SAME-L's shape); a fused version would
+ * keep r in registers and shared memory instead. tanh is tanhf (fp32-accurate, as the
+ * forward's scalar kernel and its fp32-math band kernel compute it): the derivative needs u to
+ * fp32 accuracy, and r must be the function whose gradient this is. Nothing here allocates or
+ * synchronizes: a call is capturable in a CUDA graph.
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "core/internal.h"
+#include "core/samel.h"
+#include "cuda/samel.cuh"
+
+/* Everything kernels 1 and 3 read; passed by value. */
+struct sbwd_args {
+    const void *qkv, *dout;
+    void *dqkv;
+    const float *gamma[2], *beta[2];   /* q_norm's, k_norm's */
+    float alpha[2];
+    float *rq, *rk, *v, *go;           /* step 1's fp32 scratch: [b][n][pair][h][d], [b][n][h][d] */
+    const float *drq, *drk, *dv;       /* step 2's gradients, the same shapes */
+    double *partial;                   /* [B][H][tiles][DSWA_SAMEL_BWD_PARTS(D)]; NULL: no g */
+    dswa_samel_layout x, dx;
+    dswa_layout ldout;
+    int n, heads, dim, rot_dims, pos_offset, tiles;
+    float base;
+};
+
+#define ROWS_PER_WARP (DSWA_BWD_ROWS / DSWA_WARPS)
+
+/* q, k, q_diff, k_diff: the chunk, its norm (0 q_norm, 1 k_norm) and its pair. */
+__device__ __forceinline__ void chunk_of(int t, int *ch, int *norm, int *pair) {
+    *ch = t < 2 ? t : t + 1;
+    *norm = t & 1;
+    *pair = t >> 1;
+}
+
+/* Dense fp32 row (b, i, pair, h) of [b][n][pair][h][d] scratch. */
+__device__ __forceinline__ int64_t pair_row(const sbwd_args &a, int b, int i, int pair, int h) {
+    return ((((int64_t)b * a.n + i) * 2 + pair) * a.heads + h) * a.dim;
+}
+/* Dense fp32 row (b, i, h) of [b][n][h][d] scratch. */
+__device__ __forceinline__ int64_t one_row(const sbwd_args &a, int b, int i, int h) {
+    return (((int64_t)b * a.n + i) * a.heads + h) * a.dim;
+}
+
+/* samel_element (samel.cuh) for a row of any dim stride sd: dim d of DyT then RoPE, with the
+   forward's functions and roundings, so that r is the forward's r. */
+template <typename T>
+__device__ __forceinline__ float samel_bwd_r(const T *row, int64_t sd, int d, float pos, float alpha,
+                                             const float *gamma, const float *beta, int rot_dims,
+                                             float invf) {
+    float y = samel_round<T>(samel_dyt<1>(dswa_to_f32(row[d * sd]), alpha, __ldg(gamma + d), __ldg(beta + d)));
+    const int c = rot_dims / 2;
+    if (d >= 2 * c) return y;
+    const int e = d < c ? d + c : d - c;
+    float w = samel_round<T>(samel_dyt<1>(dswa_to_f32(row[e * sd]), alpha, __ldg(gamma + e), __ldg(beta + e)));
+    float sn, cs;
+    samel_sincos(pos * invf, &sn, &cs);
+    if (d < c) samel_rotate(&y, &w, cs, sn);
+    else samel_rotate(&w, &y, cs, sn);
+    return samel_round<T>(y);
+}
+
+/* ---- 1: the prologue ---------------------------------------------------------------------- */
+
+template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_prologue(const sbwd_args a) {
+    const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31, i0 = tile * DSWA_BWD_ROWS + warp * ROWS_PER_WARP;
+    float invf[2];
+    for (int k = 0; k < 2; k++)
+        invf[k] = lane + 32 * k < a.dim ? samel_dim_inv_freq(lane + 32 * k, a.rot_dims, a.base) : 0.f;
+    const T *x = (const T *)a.qkv, *dout = (const T *)a.dout;
+    for (int i = i0; i < i0 + ROWS_PER_WARP && i < a.n; i++) {
+        const float pos = (float)((int64_t)a.pos_offset + i);
+        const T *xr = x + (int64_t)b * a.x.batch + (int64_t)i * a.x.seq + (int64_t)h * a.x.head;
+        for (int t = 0; t < 4; t++) {
+            int ch, nm, pr;
+            chunk_of(t, &ch, &nm, &pr);
+            const T *row = xr + (int64_t)ch * a.x.chunk;
+            float *dst = (nm ? a.rk : a.rq) + pair_row(a, b, i, pr, h);
+            for (int k = 0; k < 2; k++) {
+                const int d = lane + 32 * k;
+                if (d < a.dim)
+                    dst[d] = samel_bwd_r<T>(row, a.x.dim, d, pos, a.alpha[nm], a.gamma[nm], a.beta[nm],
+                                            a.rot_dims, invf[k]);
+            }
+        }
+        const T *vr = xr + 2 * a.x.chunk;
+        const T *gr = dout + (int64_t)b * a.ldout.batch + (int64_t)i * a.ldout.seq + (int64_t)h * a.ldout.head;
+        const int64_t o = one_row(a, b, i, h);
+        for (int k = 0; k < 2; k++) {
+            const int d = lane + 32 * k;
+            if (d < a.dim) {
+                a.v[o + d] = dswa_to_f32(vr[d * a.x.dim]);
+                a.go[o + d] = dswa_to_f32(gr[d * a.ldout.dim]);
+            }
+        }
+    }
+}
+
+/* ---- 3: the epilogue ---------------------------------------------------------------------- */
+
+/* Per block of DSWA_BWD_ROWS rows of one (batch, head): each lane adds its dims' terms over its
+   warp's rows in order (row, chunk), in double; then dalpha is summed over the lanes (a
+   butterfly: the same order every run), and the block's share of every sum is the warps' in
+   warp order. Entry layout per norm: dalpha, dgamma[D], dbeta[D]. */
+template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_epilogue(const sbwd_args a) {
+    const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31, i0 = tile * DSWA_BWD_ROWS + warp * ROWS_PER_WARP;
+    const int c = a.rot_dims / 2;
+    float invf[2];
+    for (int k = 0; k < 2; k++)
+        invf[k] = lane + 32 * k < a.dim ? samel_dim_inv_freq(lane + 32 * k, a.rot_dims, a.base) : 0.f;
+    double da[2] = {0.0, 0.0}, dg[2][2] = {{0.0, 0.0}, {0.0, 0.0}}, db[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
+    const T *x = (const T *)a.qkv;
+    T *dx = (T *)a.dqkv;
+    for (int i = i0; i < i0 + ROWS_PER_WARP && i < a.n; i++) {
+        const float pos = (float)((int64_t)a.pos_offset + i);
+        float cs[2] = {1.f, 1.f}, sn[2] = {0.f, 0.f};   /* the angle of the pair dim d is in */
+        for (int k = 0; k < 2; k++)
+            if (lane + 32 * k < 2 * c) samel_sincos(pos * invf[k], &sn[k], &cs[k]);
+        const T *xr = x + (int64_t)b * a.x.batch + (int64_t)i * a.x.seq + (int64_t)h * a.x.head;
+        T *dxr = dx + (int64_t)b * a.dx.batch + (int64_t)i * a.dx.seq + (int64_t)h * a.dx.head;
+        const int64_t o = one_row(a, b, i, h);
+        for (int k = 0; k < 2; k++) {   /* chunk 2: the summed dV as it is */
+            const int d = lane + 32 * k;
+            if (d < a.dim) dxr[2 * a.dx.chunk + d * a.dx.dim] = dswa_from_f32<T>(a.dv[o + d]);
+        }
+        for (int t = 0; t < 4; t++) {
+            int ch, nm, pr;
+            chunk_of(t, &ch, &nm, &pr);
+            const float *dr = (nm ? a.drk : a.drq) + pair_row(a, b, i, pr, h);
+            const float alpha = a.alpha[nm];
+            for (int k = 0; k < 2; k++) {
+                const int d = lane + 32 * k;
+                if (d >= a.dim) continue;
+                /* the rotation by -theta: dy_j = dr_j cos + dr_j+c sin, dy_j+c = dr_j+c cos - dr_j sin */
+                const float dy = d < c       ? fmaf(dr[d], cs[k], dr[d + c] * sn[k])
+                                 : d < 2 * c ? fmaf(dr[d], cs[k], -(dr[d - c] * sn[k]))
+                                             : dr[d];
+                const float xv = dswa_to_f32(xr[(int64_t)ch * a.x.chunk + d * a.x.dim]);
+                /* u as the forward computes it; 1 - u^2 factored, exact near u = 1 */
+                const float u = samel_tanh<1>(alpha * xv), s = (1.0f - u) * (1.0f + u);
+                const float du = dy * __ldg(a.gamma[nm] + d);
+                dxr[(int64_t)ch * a.dx.chunk + d * a.dx.dim] = dswa_from_f32<T>(du * alpha * s);
+                da[nm] += (double)du * (double)xv * (double)s;
+                dg[nm][k] += (double)dy * (double)u;
+                db[nm][k] += (double)dy;
+            }
+        }
+    }
+    if (!a.partial) return;
+    const int per = 1 + 2 * a.dim;   /* doubles per norm */
+    __shared__ double part[DSWA_WARPS][2][1 + 2 * DSWA_BWD_MAX_DIM];
+    for (int nm = 0; nm < 2; nm++) {
+        double s = da[nm];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) part[warp][nm][0] = s;
+        for (int k = 0; k < 2; k++) {
+            const int d = lane + 32 * k;
+            if (d < a.dim) {
+                part[warp][nm][1 + d] = dg[nm][k];
+                part[warp][nm][1 + a.dim + d] = db[nm][k];
+            }
+        }
+    }
+    __syncthreads();
+    double *out = a.partial + (((int64_t)b * a.heads + h) * a.tiles + tile) * (2 * per);
+    for (int e = threadIdx.x; e < 2 * per; e += DSWA_THREADS) {
+        const int nm = e / per, at = e % per;
+        double s = 0.0;
+        for (int w = 0; w < DSWA_WARPS; w++) s += part[w][nm][at];
+        out[e] = s;
+    }
+}
+
+/* ---- 4: the norms' gradients -------------------------------------------------------------- */
+
+/* g's six pointers: q_norm's dalpha, dgamma, dbeta, then k_norm's. */
+struct sbwd_grads { float *qa, *qg, *qb, *ka, *kg, *kb; };
+
+/* Block e sums entry e over the blocks' shares: thread t takes shares t, t + 256, ... in
+   order, then a fixed tree; the float goes to g. */
+#define REDUCE_THREADS 256
+__global__ void __launch_bounds__(REDUCE_THREADS) dswa_samel_bwd_reduce(const double *partial, int64_t blocks,
+                                                                        int dim, sbwd_grads g) {
+    __shared__ double s[REDUCE_THREADS];
+    const int e = blockIdx.x, per = 1 + 2 * dim;
+    double x = 0.0;
+    for (int64_t t = threadIdx.x; t < blocks; t += REDUCE_THREADS) x += partial[t * (2 * per) + e];
+    s[threadIdx.x] = x;
+    __syncthreads();
+    for (int w = REDUCE_THREADS / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        const int at = e % per, k = e >= per;
+        /* named fields, not an indexed array: an index would copy g to local memory */
+        float *dst = at == 0 ? (k ? g.ka : g.qa)
+                     : at <= dim ? (k ? g.kg : g.qg) + (at - 1) : (k ? g.kb : g.qb) + (at - 1 - dim);
+        *dst = (float)s[0];
+    }
+}
+
+/* ---- entries per dtype and the launcher --------------------------------------------------- */
+
+#define SBWD_DTYPES(X) X(DSWA_F32, float) X(DSWA_F16, __half) X(DSWA_BF16, __nv_bfloat16)
+struct sbwd_entry { dswa_dtype dtype; const void *prologue, *epilogue; };
+#define SBWD_ENTRY(dt, T) {dt, (const void *)dswa_samel_bwd_prologue<T>, (const void *)dswa_samel_bwd_epilogue<T>},
+static const sbwd_entry entries[] = {SBWD_DTYPES(SBWD_ENTRY)};
+
+static dswa_status launched(const char *what, cudaError_t e) {
+    if (e == cudaSuccess) e = cudaGetLastError();
+    return e == cudaSuccess ? DSWA_OK
+                            : dswa_fail(DSWA_ERR_CUDA, "%s failed: %s", what, cudaGetErrorString(e));
+}
+
+extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward_problem *bp,
+                                                       const void *qkv, const void *dout, void *dqkv,
+                                                       const dswa_samel_norm_grads *g, void *workspace,
+                                                       void *stream) {
+    const dswa_samel_problem *p = &bp->fwd;
+    cudaStream_t s = (cudaStream_t)stream;
+    const size_t nb = sizeof(float) * (size_t)(p->head_dim > 0 ? p->head_dim : 0);
+    float *const gp[6] = {g ? g->q_norm.dalpha : NULL, g ? g->q_norm.dgamma : NULL,
+                          g ? g->q_norm.dbeta : NULL, g ? g->k_norm.dalpha : NULL,
+                          g ? g->k_norm.dgamma : NULL, g ? g->k_norm.dbeta : NULL};
+    static const char *const gnames[6] = {"q_norm.dalpha", "q_norm.dgamma", "q_norm.dbeta",
+                                          "k_norm.dalpha", "k_norm.dgamma", "k_norm.dbeta"};
+    for (int t = 0; t < 6 && g; t++)
+        if ((uintptr_t)gp[t] % sizeof(float))
+            return dswa_fail(DSWA_ERR_MISALIGNED, "%s = %p: must be 4-byte aligned (floats)",
+                             gnames[t], (void *)gp[t]);
+    if (p->batch == 0 || p->seq_len == 0) {   /* the gradients of empty sums */
+        dswa_status st = DSWA_OK;
+        for (int t = 0; t < 6 && g && !st; t++)
+            st = launched("cudaMemsetAsync of a norm gradient",
+                          cudaMemsetAsync(gp[t], 0, t % 3 ? nb : sizeof(float), s));
+        return st;
+    }
+    if (p->head_dim > DSWA_BWD_MAX_DIM)
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "head_dim = %d: the CUDA backward takes head_dim "
+                         "up to %d", p->head_dim, DSWA_BWD_MAX_DIM);
+    if (p->seq_len > (1 << 30))   /* row + window stays an int */
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "seq_len = %d: the CUDA backward takes seq_len up "
+                         "to 2^30", p->seq_len);
+    if (p->heads > 65535 || p->batch > 65535)
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "%s = %d: the CUDA grid takes at most 65535",
+                         p->heads > 65535 ? "heads" : "batch", p->heads > 65535 ? p->heads : p->batch);
+    const size_t es = dswa_dtype_size(p->dtype);
+    const void *const ptr[7] = {qkv, dout, dqkv, p->q_norm.gamma, p->q_norm.beta,
+                                p->k_norm.gamma, p->k_norm.beta};
+    static const char *const names[7] = {"qkv", "dout", "dqkv", "q_norm.gamma", "q_norm.beta",
+                                         "k_norm.gamma", "k_norm.beta"};
+    for (int t = 0; t < 7; t++) {
+        const size_t al = t < 3 ? es : sizeof(float);
+        if ((uintptr_t)ptr[t] % al)
+            return dswa_fail(DSWA_ERR_MISALIGNED, "%s = %p: must be aligned to its %zu-byte "
+                             "elements", names[t], ptr[t], al);
+    }
+    const sbwd_entry *e = NULL;
+    for (size_t t = 0; t < sizeof entries / sizeof entries[0]; t++)
+        if (entries[t].dtype == p->dtype) e = &entries[t];
+    if (!e) return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "dtype = %d: no kernel", (int)p->dtype);
+
+    dswa_samel_bwd_ws w;
+    dswa_samel_bwd_workspace_layout(p->batch, p->seq_len, p->heads, p->head_dim, &w);
+    char *ws = (char *)workspace;
+    sbwd_args a;
+    a.qkv = qkv; a.dout = dout; a.dqkv = dqkv;
+    a.gamma[0] = p->q_norm.gamma; a.beta[0] = p->q_norm.beta; a.alpha[0] = p->q_norm.alpha;
+    a.gamma[1] = p->k_norm.gamma; a.beta[1] = p->k_norm.beta; a.alpha[1] = p->k_norm.alpha;
+    a.rq = (float *)(ws + w.rq); a.rk = (float *)(ws + w.rk);
+    a.v = (float *)(ws + w.v); a.go = (float *)(ws + w.dout);
+    a.drq = (float *)(ws + w.drq); a.drk = (float *)(ws + w.drk); a.dv = (float *)(ws + w.dv);
+    a.partial = g ? (double *)(ws + w.partial) : NULL;
+    a.x = p->qkv; a.dx = bp->dqkv; a.ldout = bp->dout;
+    a.n = p->seq_len; a.heads = p->heads; a.dim = p->head_dim;
+    a.rot_dims = p->rot_dims; a.pos_offset = p->pos_offset; a.base = p->rope_base;
+    a.tiles = (p->seq_len + DSWA_BWD_ROWS - 1) / DSWA_BWD_ROWS;
+
+    /* The op on the scratch, all fp32 and dense: q and k [b][n][pair][h][d], V, dout and the
+       summed dV [b][n][h][d] (as the CPU backward hands it to the op). */
+    const int64_t N = p->seq_len, H = p->heads, D = p->head_dim;
+    dswa_backward_problem ob;
+    memset(&ob, 0, sizeof ob);
+    ob.fwd = dswa_samel_op_problem(p);
+    ob.fwd.dtype = DSWA_F32;
+    const dswa_layout qk = {N * 2 * H * D, 2 * H * D, H * D, D, 1};
+    const dswa_layout one = {N * H * D, H * D, 0, D, 1};
+    ob.fwd.q = ob.fwd.k = ob.dq = ob.dk = qk;
+    ob.fwd.v = ob.fwd.out = ob.dout = ob.dv = one;
+
+    const dim3 grid((unsigned)a.tiles, (unsigned)p->heads, (unsigned)p->batch);
+    void *args[1] = {&a};
+    dswa_status st;
+    if ((st = launched("launch of the SAME-L backward's prologue",
+                       cudaLaunchKernel(e->prologue, grid, dim3(DSWA_THREADS), args, 0, s))) ||
+        (st = dswa_cuda_backward_launch(&ob, a.rq, a.rk, a.v, a.go, (void *)a.drq, (void *)a.drk,
+                                        (void *)a.dv, NULL, ws + w.op, stream)) ||
+        (st = launched("launch of the SAME-L backward's epilogue",
+                       cudaLaunchKernel(e->epilogue, grid, dim3(DSWA_THREADS), args, 0, s))))
+        return st;
+    if (!g) return DSWA_OK;
+    const double *partial = a.partial;
+    int64_t blocks = (int64_t)w.blocks;
+    int dim = p->head_dim;
+    sbwd_grads gg = {gp[0], gp[1], gp[2], gp[3], gp[4], gp[5]};
+    void *rargs[4] = {&partial, &blocks, &dim, &gg};
+    return launched("launch of the SAME-L backward's norm reduction",
+                    cudaLaunchKernel((const void *)dswa_samel_bwd_reduce,
+                                     dim3((unsigned)DSWA_SAMEL_BWD_PARTS(p->head_dim)),
+                                     dim3(REDUCE_THREADS), rargs, 0, s));
+}
