@@ -122,6 +122,10 @@ def _alpha_value(t, name):
     """The host float of a 1-element float32 alpha tensor: .item(), a device-to-host copy and
     sync for a CUDA tensor (the library takes alpha as a host float)."""
     _core.samel_check_alpha(t, name)
+    if t.is_cuda and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(f"dswa: {name} is a CUDA tensor, read with .item() (a host sync), "
+                           "which a CUDA-graph capture cannot do: pass the alphas as host floats "
+                           "(or CPU tensors) to capture")
     return float(t.detach().reshape(()).item())
 
 

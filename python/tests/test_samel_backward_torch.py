@@ -258,12 +258,14 @@ def check_training(device, dtype, optimizer, tol, steps=10, N=40, window=(17, 17
     """An upstream-shaped block (pre-norm DyT, the attention called by keyword, SwiGLU,
     residuals) trained from one seed twice: the drop-in swapped in, and unswapped. The losses
     agree step by step within tol (relative), the fused path ran (no fallback warning), and
-    the alphas moved alike: their gradients reached the optimizer."""
+    the alphas moved alike (float32): their gradients reached the optimizer."""
     import dswa.samel
     import upstream_block as U
     dt = getattr(torch, dtype)
-    ref = U.randomize(U.TransformerBlock(128), 11).to(device=device, dtype=dt).train()
-    ref.rope.inv_freq = ref.rope.inv_freq.float()        # a float32 table, as upstream's
+    ref = U.randomize(U.TransformerBlock(128), 11)
+    inv_freq = ref.rope.inv_freq.clone()
+    ref = ref.to(device=device, dtype=dt).train()
+    ref.rope.inv_freq = inv_freq.to(device)              # a float32 table, as upstream's
     sw = dswa.samel.swap_attention(copy.deepcopy(ref))
     g = torch.Generator().manual_seed(12)
     x = torch.randn(2, N, 128, generator=g).to(device=device, dtype=dt)
@@ -278,7 +280,7 @@ def check_training(device, dtype, optimizer, tol, steps=10, N=40, window=(17, 17
             runs.append(train(m, x, target, steps, opt, list(window)))
     errs = [abs(a - b) / abs(b) for a, b in zip(*runs)]
     assert max(errs) < tol, (device, dtype, optimizer, runs, errs)
-    for name in ("q_norm", "k_norm"):
+    for name in ("q_norm", "k_norm") if dtype == "float32" else ():   # 16-bit: steps round away
         a_sw = float(getattr(sw.self_attn, name).alpha.detach())
         a_ref = float(getattr(ref.self_attn, name).alpha.detach())
         assert a_ref != a0 and abs(a_sw - a_ref) <= 0.1 * abs(a_ref - a0) + 1e-6, \
@@ -410,7 +412,6 @@ def test_cuda_training():
     import dswa.samel
     import upstream_block as U
     m = dswa.samel.swap_attention(U.randomize(U.TransformerBlock(128), 14).cuda())
-    m.rope.inv_freq = m.rope.inv_freq.float()
     for n in ("q_norm", "k_norm"):
         getattr(m.self_attn, n).alpha.requires_grad_(False)
     x = torch.randn(2, 64, 128, device="cuda")
@@ -434,4 +435,13 @@ def test_cuda_training():
         x.copy_(torch.randn_like(x))
     graph.replay()
     torch.cuda.synchronize()
-    assert all(torch.equal(a, b) for a, b in zip(grads, step()))
+    errs = [rel(a, b) for a, b in zip(grads, step())]     # cuBLAS's projections: not bitwise
+    assert max(errs) < 1e-5, errs
+    a = m.self_attn.q_norm.alpha
+    a.requires_grad_(True)          # a trained CUDA alpha cannot be read inside a capture:
+    with warnings.catch_warnings(record=True) as got:        # the original forward runs
+        warnings.simplefilter("always")
+        g2 = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g2):
+            m(x, **kw)
+    assert any("freeze them" in str(w.message) for w in got), [str(w.message) for w in got]
