@@ -26,7 +26,7 @@ gamma, beta and alpha. Alphas that require grad go to the op as tensors
 (dswa::samel_attention_tensor_alpha), which reads them with .item() in the forward and in the
 backward: two host syncs per call on a GPU, and a CUDA-graph capture of such a step falls
 back to the original forward (warning); with frozen alphas (requires_grad False) the values
-read as below are used, with no sync.
+read as below are used (read again only when an alpha changes: no sync per step).
 
 The module's state: SamelAttention and the original module share one attribute dictionary
 (parameters, buffers, children, training flag, plain attributes such as feat_scale and
@@ -47,8 +47,9 @@ module (the same rot dims and first position) and, when none was, the module fal
 a warning saying so; run the model once eagerly first (for a model compiled inside, e.g. with
 `torch.compiler.set_stance("force_eager")`).
 
-The alphas: the op takes them as host floats. SamelAttention reads them (one host sync) when
-it is built and again, in eager mode, whenever a norm parameter's version changes (an
+The alphas: the op takes them as host floats (except while training alphas that require
+grad: see Training above). SamelAttention reads them (one host sync) when it is built and
+again, in eager mode, whenever a norm parameter's version changes (an
 optimizer step, load_state_dict, an in-place write). Inside torch.compile it uses the values
 last read: after changing alpha, run the module once eagerly or call refresh() before
 compiling again; a CUDA-graph capture that sees a norm changed since falls back (warning).
@@ -166,6 +167,12 @@ class SamelAttention(torch.nn.Module):
 
     def _versions(self):
         return tuple((t._version, t.data_ptr(), t.device, t.dtype) for t in self._norm_tensors())
+
+    def _stale(self, grad):
+        """Whether what refresh() read is out of date: any norm parameter changed, or when
+        autograd records the call (gamma and beta are then passed as they are) an alpha."""
+        v = self._versions()
+        return (v[0], v[3]) != (self._seen[0], self._seen[3]) if grad else v != self._seen
 
     def refresh(self):
         """Reads the alphas (a host sync) and, where needed, copies gamma and beta to float32:
@@ -327,7 +334,7 @@ class SamelAttention(torch.nn.Module):
             else:
                 alphas = [t.reshape(1).to(torch.float32) for t in a]
         if why is None and alphas is None and not torch.compiler.is_compiling() and \
-                self._versions() != self._seen:
+                self._stale(grad):
             if _capturing():
                 why = ("norms", "the norms changed since they were last read, inside a CUDA-graph "
                                 "capture: call refresh() (or run once eagerly) before capturing")
@@ -351,7 +358,7 @@ class SamelAttention(torch.nn.Module):
         settings = (self.heads, wl, wr, 1 / _math.sqrt(self.head_dim), 1.0, rot, self._base,
                     pos, self._math)
         if grad:      # the parameters themselves (float32 views or differentiable casts)
-            weights = [getattr(getattr(self, n), p).reshape(-1).to(torch.float32)
+            weights = [getattr(getattr(self, n), p).reshape(-1).to(torch.float32).contiguous()
                        for n in ("q_norm", "k_norm") for p in ("gamma", "beta")]
         else:
             weights = self._weights

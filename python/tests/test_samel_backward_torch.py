@@ -318,6 +318,20 @@ def test_dropin_grads_cpu():
         assert len(got) == len(want) == len(list(ref.parameters())) + 1 - 2 * frozen
         errs = [rel(a, b) for a, b in zip(got, want)]
         assert max(errs) < 1e-4, (frozen, errs)
+    # frozen alphas: an optimizer step on gamma and beta does not make the drop-in read the
+    # alphas again (refresh(): a host sync) when autograd records the call; a changed alpha does
+    reads = []
+    refresh = sw.refresh
+    sw.refresh = lambda: (reads.append(1), refresh())[1]
+    try:
+        for change, want_reads in (("gamma", 0), ("alpha", 1)):
+            with torch.no_grad():
+                sw.q_norm.gamma.add_(0.01) if change == "gamma" else sw.k_norm.alpha.mul_(1.1)
+            sw(x.clone().requires_grad_(), rotary_pos_emb=rope,
+               flash_attn_sliding_window=[17, 17]).sum().backward()
+            assert len(reads) == want_reads, (change, reads)
+    finally:
+        del sw.refresh
 
 
 def doc_snippet():
