@@ -91,19 +91,45 @@ def samel_attention(x, q_gamma, q_beta, k_gamma, k_beta, *, q_alpha, k_alpha, he
     diff_swa over pairs (q, q_diff) and (k, k_diff), both reading v; heads merged.
     q_gamma ... k_beta: float32 (D,) contiguous, on x's device; q_alpha, k_alpha: numbers
     (host floats: pass a cached value, not a tensor's .item(), inside torch.compile or a CUDA
-    graph). heads: checked against x's shape when given. window / window_left / window_right,
-    scale (default 1/sqrt(D)), lam, math as for diff_swa. out: (B, N, H*D) or (B, N, H, D),
-    x's dtype and device, any strides. torch tensors (CPU or CUDA: the current stream) or
-    numpy arrays (float32, float16). Errors as diff_swa's.
+    graph) or, with torch tensors, 1-element tensors (float32 on x's device or the CPU; others
+    are cast): then they get gradients too, and each call reads them with .item() (a host
+    sync for CUDA tensors; not inside a CUDA-graph capture). heads: checked against x's shape
+    when given. window / window_left / window_right, scale (default 1/sqrt(D)), lam, math as
+    for diff_swa. out: (B, N, H*D) or (B, N, H, D), x's dtype and device, any strides. torch
+    tensors (CPU or CUDA: the current stream) or numpy arrays (float32, float16). Errors as
+    diff_swa's.
+
+    Autograd (torch, out=None): gradients flow to x, the four norm vectors and tensor alphas
+    (dswa::samel_attention_backward, docs/BACKWARD.md).
     """
     norms = (q_gamma, q_beta, k_gamma, k_beta)
     B, N, H, D = _core.samel_check_args(x, norms, out, heads)
+    torch = sys.modules.get("torch")
+    is_torch = torch is not None and isinstance(x, torch.Tensor)
+    alphas = [q_alpha, k_alpha]
+    tensor_alpha = is_torch and _HAVE_OP and out is None and \
+        any(isinstance(a, torch.Tensor) for a in alphas)
+    if tensor_alpha:
+        for i, (name, a) in enumerate((("q_alpha", q_alpha), ("k_alpha", k_alpha))):
+            if not isinstance(a, torch.Tensor):
+                try:
+                    a = torch.tensor([float(a)])
+                except (TypeError, ValueError):
+                    raise ValueError(f"dswa: {name} = {a!r}: must be a number or a tensor") \
+                        from None
+            if a.numel() != 1 or not a.is_floating_point():
+                raise ValueError(f"dswa: {name} has shape {tuple(a.shape)} and dtype {a.dtype}: "
+                                 "a tensor alpha has one floating-point element")
+            alphas[i] = a.to(torch.float32)      # differentiable; the same tensor when float32
+        q_alpha = k_alpha = 1.0                  # checked by the library at the call
     wl, wr, scale, lam, m, rot, base, pos, qa, ka = _core.samel_options(
         D, window, window_left, window_right, scale, lam, math, rot_dims, base, pos_offset,
         q_alpha, k_alpha)
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(x, torch.Tensor):
+    if is_torch:
         if _HAVE_OP:
+            if tensor_alpha:
+                return torch.ops.dswa.samel_attention_tensor_alpha(
+                    x, *norms, *alphas, H, wl, wr, scale, lam, rot, base, pos, m)
             if out is None:
                 return torch.ops.dswa.samel_attention(x, *norms, qa, ka, H, wl, wr, scale, lam,
                                                       rot, base, pos, m)

@@ -231,6 +231,13 @@ def samel_check_args(x, norms, out, heads):
     return B, N, H, D
 
 
+def samel_check_alpha(t, name):
+    """ValueError unless an alpha given as a tensor is float32 with one element."""
+    if t.dtype != sys.modules["torch"].float32 or t.numel() != 1:
+        raise ValueError(f"dswa: {name} is a {t.dtype} tensor of shape {tuple(t.shape)}: a "
+                         "tensor alpha is float32 with one element")
+
+
 def samel_out_shape(x, q_gamma):
     """The fused block's output shape, (B, N, H*D), for x as samel_check_args takes it."""
     s = tuple(x.shape)
@@ -253,12 +260,9 @@ def samel_options(D, window, window_left, window_right, scale, lam, math, rot_di
     return (wl, wr, scale, lam, m, rot, vals[0], pos, vals[1], vals[2])
 
 
-def samel_launcher(x, norms, out, q_alpha, k_alpha, wl, wr, scale, lam, math, rot_dims, base,
-                   pos_offset, stream=None):
-    """A no-argument callable running the fused block on these arrays (numpy) or tensors
-    (torch, CPU or CUDA) with the problem and pointers built once; it returns `out`. CUDA: on
-    `stream`, by default torch's current stream of x's device at this call. The library checks
-    the settings (dswa_samel_validate) and says what it refuses."""
+def _samel_problem(x, norms, out, q_alpha, k_alpha, wl, wr, scale, lam, math, rot_dims, base,
+                   pos_offset):
+    """(dswa_samel_problem for these arrays or tensors, ptr, whether CUDA, torch or None)."""
     B, N, H, D = samel_check_args(x, norms, out, None)
     for name, v in (("batch", B), ("seq_len", N), ("heads", H), ("head_dim", D)):
         _int32(name, v)
@@ -273,16 +277,35 @@ def samel_launcher(x, norms, out, q_alpha, k_alpha, wl, wr, scale, lam, math, ro
         if D > 1 and strides(t)[0] != 1:
             raise ValueError(f"dswa: {name} has stride {strides(t)[0]}: the library reads D "
                              "consecutive floats (pass a contiguous vector)")
-    xs = strides(x)
-    if len(xs) == 3:
-        xs = (xs[0], xs[1], H * D * xs[2], D * xs[2], xs[2])
-    os_ = strides(out)
-    ol = (_lib.Layout(os_[0], os_[1], 0, D * os_[2], os_[2]) if len(os_) == 3
-          else _lib.Layout(os_[0], os_[1], 0, os_[2], os_[3]))
     qg, qb, kg, kb = (ptr(t) for t in norms)
     p = _lib.SamelProblem(B, N, H, D, wl, wr, scale, lam, DTYPES[_dtype_name(x)], math,
-                          _lib.SamelLayout(*xs), ol, rot_dims, base, pos_offset,
+                          _samel_layout(strides(x), H, D), _out_layout(strides(out), D),
+                          rot_dims, base, pos_offset,
                           _lib.SamelNorm(q_alpha, qg, qb), _lib.SamelNorm(k_alpha, kg, kb))
+    return p, ptr, cuda, torch
+
+
+def _samel_layout(xs, H, D):
+    """The [batch, seq, chunk, head, dim] layout of x (B, N, 5*H*D) or (B, N, 5, H, D)."""
+    if len(xs) == 3:
+        xs = (xs[0], xs[1], H * D * xs[2], D * xs[2], xs[2])
+    return _lib.SamelLayout(*xs)
+
+
+def _out_layout(os_, D):
+    """The [batch, seq, -, head, dim] layout of out (B, N, H*D) or (B, N, H, D)."""
+    return (_lib.Layout(os_[0], os_[1], 0, D * os_[2], os_[2]) if len(os_) == 3
+            else _lib.Layout(os_[0], os_[1], 0, os_[2], os_[3]))
+
+
+def samel_launcher(x, norms, out, q_alpha, k_alpha, wl, wr, scale, lam, math, rot_dims, base,
+                   pos_offset, stream=None):
+    """A no-argument callable running the fused block on these arrays (numpy) or tensors
+    (torch, CPU or CUDA) with the problem and pointers built once; it returns `out`. CUDA: on
+    `stream`, by default torch's current stream of x's device at this call. The library checks
+    the settings (dswa_samel_validate) and says what it refuses."""
+    p, ptr, cuda, torch = _samel_problem(x, norms, out, q_alpha, k_alpha, wl, wr, scale, lam,
+                                         math, rot_dims, base, pos_offset)
     L = _lib.lib()
     args = (ctypes.byref(p), ptr(x), ptr(out))
     if cuda:
@@ -296,3 +319,40 @@ def samel_launcher(x, norms, out, q_alpha, k_alpha, wl, wr, scale, lam, math, ro
         return out
     run.problem = p  # keeps the struct alive with the closure
     return run
+
+
+def samel_backward_run(x, norms, dout, dx, grads, q_alpha, k_alpha, wl, wr, scale, lam, math,
+                       rot_dims, base, pos_offset):
+    """The fused block's backward (torch tensors): dx (x's shape, any strides) gets the
+    gradient of all five chunks; grads, six float32 tensors on x's device (dq_alpha: 1 element,
+    dq_gamma, dq_beta, dk_alpha: 1 element, dk_gamma, dk_beta: D each), the norms'. dout:
+    (B, N, H*D) or (B, N, H, D), x's dtype, any strides (0 included). dswa_samel_backward_cpu,
+    or for CUDA tensors dswa_samel_backward_cuda on torch's current stream with a workspace
+    from torch's allocator. q_alpha, k_alpha: host floats."""
+    import torch
+    p, ptr, cuda, _ = _samel_problem(x, norms, dout, q_alpha, k_alpha, wl, wr, scale, lam, math,
+                                     rot_dims, base, pos_offset)
+    B, N, H, D = p.batch, p.seq_len, p.heads, p.head_dim
+    L = _lib.lib()
+    bp = L.dswa_samel_backward_problem_default(ctypes.byref(p))
+    bp.dout = p.out                                   # dout's own strides (0 allowed) ...
+    bp.fwd.out = _lib.Layout(N * H * D, H * D, 0, D, 1)   # ... the forward's out: contiguous
+    bp.dqkv = _samel_layout(dx.stride(), H, D)
+    for name, t in zip(("dq_alpha", "dq_gamma", "dq_beta", "dk_alpha", "dk_gamma", "dk_beta"),
+                       grads):
+        if t.dtype != torch.float32 or t.device != x.device or \
+                t.numel() != (1 if "alpha" in name else D) or t.numel() > 1 and t.stride(-1) != 1:
+            raise ValueError(f"dswa: {name}: a contiguous float32 tensor of "
+                             f"{1 if 'alpha' in name else D} elements on {x.device} expected")
+    gp = [t.data_ptr() for t in grads]
+    g = _lib.SamelNormGrads(_lib.SamelNormGrad(*gp[:3]), _lib.SamelNormGrad(*gp[3:]))
+    args = (ctypes.byref(bp), ptr(x), ptr(dout), ptr(dx), ctypes.byref(g))
+    if not cuda:
+        _lib.check(L.dswa_samel_backward_cpu(*args))
+        return
+    with torch.cuda.device(x.device):
+        nbytes = L.dswa_samel_backward_workspace_bytes(ctypes.byref(bp))
+        ws = torch.empty(nbytes, dtype=torch.uint8, device=x.device)
+        stream = torch.cuda.current_stream(x.device).cuda_stream
+        _lib.check(L.dswa_samel_backward_cuda(*args, ws.data_ptr() if nbytes else None, nbytes,
+                                              stream))

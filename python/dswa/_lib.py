@@ -57,6 +57,18 @@ class SamelProblem(_c.Structure):              # dswa_samel_problem
                 ("q_norm", SamelNorm), ("k_norm", SamelNorm)]
 
 
+class SamelBackwardProblem(_c.Structure):   # dswa_samel_backward_problem
+    _fields_ = [("fwd", SamelProblem), ("dout", Layout), ("dqkv", SamelLayout)]
+
+
+class SamelNormGrad(_c.Structure):            # dswa_samel_norm_grad: 1, D and D floats
+    _fields_ = [("dalpha", _c.c_void_p), ("dgamma", _c.c_void_p), ("dbeta", _c.c_void_p)]
+
+
+class SamelNormGrads(_c.Structure):           # dswa_samel_norm_grads
+    _fields_ = [("q_norm", SamelNormGrad), ("k_norm", SamelNormGrad)]
+
+
 class AotParam(_c.Structure):                  # dswa_aot_param
     _fields_ = [("name", _c.c_char_p), ("kind", _c.c_int), ("meaning", _c.c_char_p),
                 ("expr", _c.c_char_p), ("expr_shared_v", _c.c_char_p), ("value", _c.c_int32)]
@@ -102,6 +114,7 @@ def library_path():
 _lib = None
 _P, _SP, _vp = _c.POINTER(Problem), _c.POINTER(SamelProblem), _c.c_void_p
 _BP = _c.POINTER(BackwardProblem)
+_SBP, _SNG = _c.POINTER(SamelBackwardProblem), _c.POINTER(SamelNormGrads)
 _SIGNATURES = [
     ("dswa_backward_cpu", _c.c_int, [_BP] + [_vp] * 8),
     ("dswa_backward_cuda", _c.c_int, [_BP] + [_vp] * 9 + [_c.c_size_t, _vp]),
@@ -133,7 +146,23 @@ _SIGNATURES = [
      [_c.c_char_p, _c.c_int, _c.c_int, _c.c_int32, _c.c_int32, _c.c_int32, _c.POINTER(AotInfo)]),
     ("dswa_aot_samel_kernel_for", _c.c_int, [_c.c_char_p, _SP, _c.POINTER(AotInfo)]),
     ("dswa_view_span", _c.c_int64, [_P, _c.POINTER(Layout), _c.c_int]),
+    ("dswa_samel_backward_problem_default", SamelBackwardProblem, [_SP]),
+    ("dswa_samel_validate_backward", _c.c_int, [_SBP, _vp, _vp, _vp, _SNG]),
+    ("dswa_samel_backward_cpu", _c.c_int, [_SBP, _vp, _vp, _vp, _SNG]),
+    ("dswa_samel_backward_workspace_bytes", _c.c_size_t, [_SBP]),
+    ("dswa_samel_backward_cuda", _c.c_int,
+     [_SBP, _vp, _vp, _vp, _SNG, _vp, _c.c_size_t, _vp]),
 ]
+
+
+def _missing(path, name):
+    """Stands in for a function this package binds but the loaded library lacks (a library
+    older than the package): calling it raises, everything else keeps working."""
+    def f(*args):
+        raise LibraryNotFound(f"dswa: {path} has no {name}: the library is older than this "
+                              "package; rebuild it (`make`) or point DSWA_LIB at a newer one")
+    f.__name__ = name
+    return f
 
 
 def lib():
@@ -150,7 +179,11 @@ def lib():
         except OSError as e:
             raise LibraryNotFound(f"dswa: could not load {path}: {e}") from None
         for name, res, args in _SIGNATURES:
-            f = getattr(L, name)
+            try:
+                f = getattr(L, name)
+            except AttributeError:
+                setattr(L, name, _missing(path, name))
+                continue
             f.restype, f.argtypes = res, args
         _lib = L
     return _lib

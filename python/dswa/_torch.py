@@ -1,11 +1,16 @@
 """The torch.library custom ops dswa::diff_swa and dswa::diff_swa_out (the op), and
-dswa::samel_attention and dswa::samel_attention_out (the fused SAME-L block).
+dswa::samel_attention, dswa::samel_attention_tensor_alpha and dswa::samel_attention_out (the
+fused SAME-L block).
 
 Registered with fake (meta) implementations, so torch.compile traces them without a graph
 break; the real implementation launches on torch's current stream, so they can be captured in
 a CUDA graph. dswa::diff_swa has an autograd formula: its backward is the custom op
 dswa::diff_swa_backward (dswa_backward_cpu / dswa_backward_cuda), giving the gradients of q, k
-and v (lam is a float argument, so it gets none). The other ops are forward only.
+and v (lam is a float argument, so it gets none). dswa::samel_attention and
+dswa::samel_attention_tensor_alpha have one too: their backward is the custom op
+dswa::samel_attention_backward (dswa_samel_backward_cpu / dswa_samel_backward_cuda), giving
+the gradients of x and of the norms' gamma and beta, and, for the op whose alphas are tensors,
+of the alphas. The _out variants are forward only.
 """
 import torch
 
@@ -111,6 +116,113 @@ def _(x, q_gamma, q_beta, k_gamma, k_beta, q_alpha, k_alpha, heads, window_left,
       scale, lam, rot_dims, base, pos_offset, math):
     _core.samel_check_args(x, (q_gamma, q_beta, k_gamma, k_beta), None, heads)
     return x.new_empty(_core.samel_out_shape(x, q_gamma))
+
+
+def _alpha_value(t, name):
+    """The host float of a 1-element float32 alpha tensor: .item(), a device-to-host copy and
+    sync for a CUDA tensor (the library takes alpha as a host float)."""
+    _core.samel_check_alpha(t, name)
+    if t.is_cuda and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(f"dswa: {name} is a CUDA tensor, read with .item() (a host sync), "
+                           "which a CUDA-graph capture cannot do: pass the alphas as host floats "
+                           "(or CPU tensors) to capture")
+    return float(t.detach().reshape(()).item())
+
+
+@torch.library.custom_op("dswa::samel_attention_tensor_alpha", mutates_args=())
+def samel_attention_tensor_alpha(x: Tensor, q_gamma: Tensor, q_beta: Tensor, k_gamma: Tensor,
+                                 k_beta: Tensor, q_alpha: Tensor, k_alpha: Tensor, heads: int,
+                                 window_left: int, window_right: int, scale: float, lam: float,
+                                 rot_dims: int, base: float, pos_offset: int,
+                                 math: int) -> Tensor:
+    """dswa::samel_attention with the alphas as 1-element float32 tensors (on x's device or
+    the CPU), so that autograd gives them gradients. Each call reads them with .item(): for
+    CUDA tensors a host sync, and not capturable in a CUDA graph (the kernels take alpha as a
+    host float)."""
+    norms = (q_gamma, q_beta, k_gamma, k_beta)
+    out = x.new_empty(_core.samel_out_shape(x, q_gamma))
+    _run_samel(x, norms, out, _alpha_value(q_alpha, "q_alpha"), _alpha_value(k_alpha, "k_alpha"),
+               heads, window_left, window_right, scale, lam, rot_dims, base, pos_offset, math)
+    return out
+
+
+@samel_attention_tensor_alpha.register_fake
+def _(x, q_gamma, q_beta, k_gamma, k_beta, q_alpha, k_alpha, heads, window_left, window_right,
+      scale, lam, rot_dims, base, pos_offset, math):
+    _core.samel_check_args(x, (q_gamma, q_beta, k_gamma, k_beta), None, heads)
+    _core.samel_check_alpha(q_alpha, "q_alpha")
+    _core.samel_check_alpha(k_alpha, "k_alpha")
+    return x.new_empty(_core.samel_out_shape(x, q_gamma))
+
+
+@torch.library.custom_op("dswa::samel_attention_backward", mutates_args=())
+def samel_attention_backward(dout: Tensor, x: Tensor, q_gamma: Tensor, q_beta: Tensor,
+                             k_gamma: Tensor, k_beta: Tensor, q_alpha: Tensor, k_alpha: Tensor,
+                             heads: int, window_left: int, window_right: int, scale: float,
+                             lam: float, rot_dims: int, base: float, pos_offset: int,
+                             math: int) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+                                                 Tensor]:
+    """The fused block's gradients for dout = dL/d(out) ((B, N, H*D) or (B, N, H, D), any
+    strides): (dx, dq_gamma, dq_beta, dk_gamma, dk_beta, dq_alpha, dk_alpha). dx: x's shape
+    and dtype, contiguous, the gradient of all five chunks; the norms' gradients float32 on
+    x's device, of the shapes of gamma, beta and alpha. The alphas are 1-element float32
+    tensors read with .item() (free for CPU tensors, a host sync for CUDA ones)."""
+    norms = (q_gamma, q_beta, k_gamma, k_beta)
+    _core.samel_check_args(x, norms, dout, heads)
+    qa, ka = _alpha_value(q_alpha, "q_alpha"), _alpha_value(k_alpha, "k_alpha")
+    dx = x.new_empty(x.shape)
+    f32 = dict(dtype=torch.float32, device=x.device)
+    grads = [torch.empty(t.shape, **f32) for t in (q_alpha, q_gamma, q_beta, k_alpha, k_gamma,
+                                                   k_beta)]
+    if x.is_cuda:
+        with torch.cuda.device(x.device):
+            _core.samel_backward_run(x, norms, dout, dx, grads, qa, ka, window_left,
+                                     window_right, scale, lam, math, rot_dims, base, pos_offset)
+    else:
+        _core.samel_backward_run(x, norms, dout, dx, grads, qa, ka, window_left, window_right,
+                                 scale, lam, math, rot_dims, base, pos_offset)
+    dqa, dqg, dqb, dka, dkg, dkb = grads
+    return dx, dqg, dqb, dkg, dkb, dqa, dka
+
+
+@samel_attention_backward.register_fake
+def _(dout, x, q_gamma, q_beta, k_gamma, k_beta, q_alpha, k_alpha, heads, window_left,
+      window_right, scale, lam, rot_dims, base, pos_offset, math):
+    _core.samel_check_args(x, (q_gamma, q_beta, k_gamma, k_beta), dout, heads)
+    _core.samel_check_alpha(q_alpha, "q_alpha")
+    _core.samel_check_alpha(k_alpha, "k_alpha")
+    f32 = dict(dtype=torch.float32, device=x.device)
+    return (x.new_empty(x.shape),) + tuple(
+        torch.empty(t.shape, **f32) for t in (q_gamma, q_beta, k_gamma, k_beta, q_alpha, k_alpha))
+
+
+def _samel_setup_context(ctx, inputs, output):
+    x, qg, qb, kg, kb, qa, ka = inputs[:7]
+    ctx.tensor_alpha = isinstance(qa, Tensor)
+    if ctx.tensor_alpha:
+        ctx.save_for_backward(x, qg, qb, kg, kb, qa, ka)
+    else:
+        ctx.save_for_backward(x, qg, qb, kg, kb)
+        ctx.alphas = (qa, ka)
+    ctx.args = inputs[7:]
+
+
+def _samel_backward(ctx, dout):
+    x, qg, qb, kg, kb, *alphas = ctx.saved_tensors
+    if not ctx.tensor_alpha:
+        # host floats as CPU tensors: read in the backward op without a device sync
+        alphas = [torch.tensor([a], dtype=torch.float32) for a in ctx.alphas]
+    dx, dqg, dqb, dkg, dkb, dqa, dka = torch.ops.dswa.samel_attention_backward(
+        dout, x, qg, qb, kg, kb, *alphas, *ctx.args)
+    if not ctx.tensor_alpha:
+        return (dx, dqg, dqb, dkg, dkb) + (None,) * 11
+    return (dx, dqg, dqb, dkg, dkb, dqa.to(alphas[0].device), dka.to(alphas[1].device)) + \
+        (None,) * 9
+
+
+samel_attention.register_autograd(_samel_backward, setup_context=_samel_setup_context)
+samel_attention_tensor_alpha.register_autograd(_samel_backward,
+                                               setup_context=_samel_setup_context)
 
 
 @torch.library.custom_op("dswa::samel_attention_out", mutates_args=("out",))

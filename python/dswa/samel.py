@@ -14,11 +14,19 @@ qk_norm='dyt') has `to_qkv` (Linear, no bias, 5*H*D outputs: q, k, v, q_diff, k_
 
 and SamelAttention.forward takes the same arguments, by keyword or position. When the call is
 windowed self-attention (flash_attn_sliding_window = [left, right], no context, masks, score
-mod, varlen metadata, rotary_pos_emb_k or causal) with upstream's RoPE table, under no_grad,
-in float32/float16/bfloat16 on a device the library runs on, it computes
+mod, varlen metadata, rotary_pos_emb_k or causal) with upstream's RoPE table, in
+float32/float16/bfloat16 on a device the library runs on, it computes
 to_out(torch.ops.dswa.samel_attention(to_qkv(x))) and feat_scale's rescaling, as upstream's
 forward computes them. Anything else runs the module's own upstream forward, unchanged, and
 warns once per module and reason: a swapped model gives what the original gives.
+
+Training: when autograd records the call, gradients flow through the fused op (its backward
+is dswa::samel_attention_backward) to x, to_qkv, to_out, feat_scale's lambdas and the norms'
+gamma, beta and alpha. Alphas that require grad go to the op as tensors
+(dswa::samel_attention_tensor_alpha), which reads them with .item() in the forward and in the
+backward: two host syncs per call on a GPU, and a CUDA-graph capture of such a step falls
+back to the original forward (warning); with frozen alphas (requires_grad False) the values
+read as below are used (read again only when an alpha changes: no sync per step).
 
 The module's state: SamelAttention and the original module share one attribute dictionary
 (parameters, buffers, children, training flag, plain attributes such as feat_scale and
@@ -39,14 +47,15 @@ module (the same rot dims and first position) and, when none was, the module fal
 a warning saying so; run the model once eagerly first (for a model compiled inside, e.g. with
 `torch.compiler.set_stance("force_eager")`).
 
-The alphas: the op takes them as host floats. SamelAttention reads them (one host sync) when
-it is built and again, in eager mode, whenever a norm parameter's version changes (an
+The alphas: the op takes them as host floats (except while training alphas that require
+grad: see Training above). SamelAttention reads them (one host sync) when it is built and
+again, in eager mode, whenever a norm parameter's version changes (an
 optimizer step, load_state_dict, an in-place write). Inside torch.compile it uses the values
 last read: after changing alpha, run the module once eagerly or call refresh() before
 compiling again; a CUDA-graph capture that sees a norm changed since falls back (warning).
 Norm weights that are not float32 contiguous vectors on the module's device (a bfloat16
-model's) are copied to float32 buffers at the same moments (not in the state_dict).
-Forward only: when autograd would record the call, the original forward runs.
+model's) are copied to float32 buffers at the same moments (not in the state_dict); when
+autograd records the call they are cast (differentiably) at each call instead.
 """
 import ctypes
 import math as _math
@@ -159,6 +168,12 @@ class SamelAttention(torch.nn.Module):
     def _versions(self):
         return tuple((t._version, t.data_ptr(), t.device, t.dtype) for t in self._norm_tensors())
 
+    def _stale(self, grad):
+        """Whether what refresh() read is out of date: any norm parameter changed, or when
+        autograd records the call (gamma and beta are then passed as they are) an alpha."""
+        v = self._versions()
+        return (v[0], v[3]) != (self._seen[0], self._seen[3]) if grad else v != self._seen
+
     def refresh(self):
         """Reads the alphas (a host sync) and, where needed, copies gamma and beta to float32:
         call it after changing the norms, before torch.compile or a CUDA-graph capture (eager
@@ -215,13 +230,9 @@ class SamelAttention(torch.nn.Module):
                              "bfloat16")
         if x.device.type not in ("cpu", "cuda") or x.is_cuda and not self._cuda:
             return "device", f"x is on {x.device}, where this build of libdswa does not run"
-        if self.to_qkv.weight.device != x.device or self._weights[0].device != x.device:
+        if self.to_qkv.weight.device != x.device or self.q_norm.gamma.device != x.device:
             return "device", (f"x is on {x.device} but the module's weights on "
                               f"{self.to_qkv.weight.device}")
-        if torch.is_grad_enabled() and (x.requires_grad or
-                                         any(p.requires_grad for p in self.parameters())):
-            return "grad", ("autograd records this call and the fused block has no backward "
-                            "(run inference under torch.no_grad() or torch.inference_mode())")
         return None
 
     def _rotary(self, rotary_pos_emb, n):
@@ -305,7 +316,25 @@ class SamelAttention(torch.nn.Module):
             rot, pos = self._rotary(rotary_pos_emb, x.shape[1])
             if rot is None:
                 why = pos
-        if why is None and not torch.compiler.is_compiling() and self._versions() != self._seen:
+        # Training (autograd records the call): the op's autograd gives x, gamma and beta their
+        # gradients; alphas that require grad go in as tensors (read with .item() per call).
+        grad = why is None and torch.is_grad_enabled() and (
+            x.requires_grad or any(p.requires_grad for p in self.parameters()))
+        alphas = None
+        if grad and any(getattr(self, n).alpha.requires_grad for n in ("q_norm", "k_norm")):
+            a = [getattr(self, n).alpha for n in ("q_norm", "k_norm")]
+            if not torch.compiler.is_compiling() and _capturing() and \
+                    any(t.is_cuda for t in a):
+                why = ("alpha-capture",
+                       "the norms' alphas require grad and the fused op reads them with .item() "
+                       "(a host sync), which a CUDA-graph capture cannot do: freeze them "
+                       "(alpha.requires_grad_(False)) to capture a training step")
+            elif any(t.numel() != 1 for t in a):
+                why = ("alpha", "a norm's alpha has more than one element (DyT's is a scalar)")
+            else:
+                alphas = [t.reshape(1).to(torch.float32) for t in a]
+        if why is None and alphas is None and not torch.compiler.is_compiling() and \
+                self._stale(grad):
             if _capturing():
                 why = ("norms", "the norms changed since they were last read, inside a CUDA-graph "
                                 "capture: call refresh() (or run once eagerly) before capturing")
@@ -326,9 +355,19 @@ class SamelAttention(torch.nn.Module):
                 if v is not None}
             return self._original[0].forward(x, **kw)
         wl, wr = flash_attn_sliding_window
-        out = torch.ops.dswa.samel_attention(
-            self.to_qkv(x), *self._weights, self._q_alpha, self._k_alpha, self.heads, wl, wr,
-            1 / _math.sqrt(self.head_dim), 1.0, rot, self._base, pos, self._math)
+        settings = (self.heads, wl, wr, 1 / _math.sqrt(self.head_dim), 1.0, rot, self._base,
+                    pos, self._math)
+        if grad:      # the parameters themselves (float32 views or differentiable casts)
+            weights = [getattr(getattr(self, n), p).reshape(-1).to(torch.float32).contiguous()
+                       for n in ("q_norm", "k_norm") for p in ("gamma", "beta")]
+        else:
+            weights = self._weights
+        if alphas is not None:
+            out = torch.ops.dswa.samel_attention_tensor_alpha(self.to_qkv(x), *weights, *alphas,
+                                                              *settings)
+        else:
+            out = torch.ops.dswa.samel_attention(self.to_qkv(x), *weights, self._q_alpha,
+                                                 self._k_alpha, *settings)
         out = self.to_out(out)
         if getattr(self, "feat_scale", False):
             # upstream's rescaling after to_out (without padding mask): mean over positions

@@ -77,3 +77,30 @@ def test_enum_mirrors():
     for code, word in ((_lib.INVALID_ARGUMENT, "invalid"), (_lib.UNSUPPORTED, "unsupported"),
                        (_lib.MISALIGNED, "align")):
         assert word in L.dswa_status_string(code).decode().lower(), code
+
+
+def test_samel_layout():
+    """The fused block's structs, its backward's included."""
+    check(_lib.SamelLayout, "dswa_samel_layout")
+    check(_lib.SamelNorm, "dswa_samel_norm")
+    check(_lib.SamelProblem, "dswa_samel_problem")
+    check(_lib.SamelBackwardProblem, "dswa_samel_backward_problem")
+    check(_lib.SamelNormGrad, "dswa_samel_norm_grad")
+    check(_lib.SamelNormGrads, "dswa_samel_norm_grads")
+    L = _lib.lib()
+    f = L.dswa_samel_problem_default(2, 5, 3)
+    bp = L.dswa_samel_backward_problem_default(ctypes.byref(f))
+    assert (bp.fwd.rot_dims, bp.fwd.heads) == (32, 3)
+    assert bp.dqkv.chunk == f.qkv.chunk == 3 * 64 and bp.dout.seq == f.out.seq == 3 * 64
+
+
+def test_missing_symbol():
+    """A function the package binds but an older library lacks raises when called, naming
+    it; the rest of the library stays usable."""
+    f = _lib._missing("/x/libdswa.so", "dswa_new_thing")
+    try:
+        f(1, 2)
+    except _lib.LibraryNotFound as e:
+        assert "/x/libdswa.so has no dswa_new_thing" in str(e)
+    else:
+        raise AssertionError("no LibraryNotFound raised")
