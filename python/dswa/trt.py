@@ -236,6 +236,22 @@ def op(q, k, v, plugin_id=PLUGIN_ID, *, num_heads=None):
     return getattr(getattr(trtp.op, ns), name)(q, k, v, num_heads=nh, config=attrs(plugin_id))
 
 
+def _int32_array_annotation():
+    """numpy.typing.NDArray[numpy.int32] as TensorRT's plugin layer reads it, but a class.
+    The layer takes an array attribute's dtype from the annotation's __origin__ (numpy.ndarray)
+    and __args__ (shape, numpy.dtype[int32]), as NDArray[int32] has them; TensorRT 10.15's
+    register validator also calls issubclass() on every annotation, which Python 3.12 refuses
+    for NDArray[int32] (a generic alias, not a class). This class satisfies both."""
+    import typing
+    import numpy as np
+
+    class Int32Array:
+        __origin__ = np.ndarray
+        __args__ = (typing.Any, np.dtype[np.int32])
+    Int32Array.__qualname__ = Int32Array.__name__ = "NDArray[int32]"
+    return Int32Array
+
+
 def _presented(fn, names, annotations, ret=inspect.Signature.empty):
     """fn with the signature TensorRT's validators read: `names`, each annotated, no default.
     The plugin layer takes no optional attribute (it refuses defaults when registering, and
@@ -447,11 +463,9 @@ def register(plugin_id=PLUGIN_ID, window=17, *, window_left=None, window_right=N
     if _already(plugin_id, key):
         return
     trt, trtp = _tensorrt(impl)
-    import numpy as np
-    import numpy.typing as npt
     # num_heads as an int32 array: the plugin layer converts an `int` attribute with
     # int(array), which NumPy 2.4 refuses; an array attribute with astype, on every version.
-    ATTR_TYPES = (npt.NDArray[np.int32], str)
+    ATTR_TYPES = (_int32_array_annotation(), str)
     wl, wr = cfg.window_left, cfg.window_right
     if impl != "jit":        # what the library would refuse at build time, refused now
         probe = _probe_arch(arch)
