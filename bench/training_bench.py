@@ -18,7 +18,7 @@ Each path is timed forward alone (torch.no_grad) and forward + backward (torch.a
 the output against a fixed random dout), as `dswa bench` times: a CUDA graph of graph_calls
 back-to-back calls, replayed (samel_prologue.graph_time, median ms per call); where capture is
 refused, CUDA events around the calls (the row's "timing" says "events", block_bench.timed).
-Checks, before timing: each path's forward against the float64 reference of the block on
+Checks, before timing (fwd_ok: the forward's; ok: both): each path's forward against the float64 reference of the block on
 sampled rows (samel_prologue.prologue_ref64, comparators.ref64), and each path's gradient of x
 against the chunked path's (relative Frobenius difference, in the dtype).
 
@@ -110,8 +110,8 @@ def run_row(L, dt_name, args, dswa_math, tol):
         rq = rk = rv = None
     grads = {}
     for name, f in make_paths(torch, dswa_math).items():
-        r = dict(fwd_ms=None, fwd_bwd_ms=None, rel_err=None, grad_rel_diff=None, ok=None,
-                 error=None, compile_s=None)
+        r = dict(fwd_ms=None, fwd_bwd_ms=None, rel_err=None, grad_rel_diff=None, fwd_ok=None,
+                 ok=None, error=None, compile_s=None)
         row[name] = r
         if time.time() > args.deadline:
             r["error"] = "skipped: time budget spent"
@@ -135,7 +135,7 @@ def run_row(L, dt_name, args, dswa_math, tol):
             if dev == "cuda":
                 torch.cuda.synchronize()
             r["rel_err"] = C.rel_err(out[:, samples], ref)
-            r["ok"] = bool(r["rel_err"] < tol[SP.DTYPES[dt_name]])
+            r["ok"] = r["fwd_ok"] = bool(r["rel_err"] < tol[SP.DTYPES[dt_name]])
             out = None
             time_it("fwd", fwd)   # before the backward: a path without one keeps this time
             grads[name] = fwd_bwd()[0].detach()
