@@ -509,18 +509,45 @@ def replace_in(path, text, begin=BEGIN, end=END):
         fail(f"{path}: {e}")
 
 
+def merge_compares(bench, paths):
+    """(the comparator document, its name) from --compare's files: None and None without one;
+    the file itself for one; for several (the fused block's only), one document of all their
+    rows, each file checked first as its join checks it and no (N, dtype) in two files."""
+    if not paths:
+        return None, None
+    docs = [load(p) for p in paths]
+    if len(docs) == 1:
+        return docs[0], paths[0]
+    if bench.get("op") != "samel":
+        fail("--compare is given once for the op's tables")
+    seen = {}
+    for d, p in zip(docs, paths):
+        if not isinstance(d, dict):
+            fail(f"--compare {p}: not a JSON object")
+        tool = TRAIN_TOOL if bench.get("pass") == "backward" else SAMEL_TOOL
+        for key in check_comparator(bench, d, p, tool)[1]:
+            if key in seen:
+                fail(f"--compare {p}: N = {key[0]} {key[1]} is also in {seen[key]}")
+            seen[key] = p
+    merged = dict(docs[0], rows=[r for d in docs for r in d["rows"]])
+    return merged, ", ".join(paths)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("bench", help="output of `dswa bench --json` or `dswa bench --op samel "
                                   "--json` (CUDA backend)")
-    ap.add_argument("--compare", help="output of bench/compare.py --json (the op's bench) or of "
-                                      "bench/compare.py --op samel --json (the fused block's), "
-                                      "same machine")
+    ap.add_argument("--compare", action="append",
+                    help="output of bench/compare.py --json (the op's bench), of bench/compare.py "
+                         "--op samel --json (the fused block's) or of bench/compare.py --op "
+                         "samel --backward --json (the fused block's backward), same machine; "
+                         "the fused block's may be given more than once (e.g. one file per "
+                         "dtype): each file is checked, their rows joined")
     ap.add_argument("--commit", help="the commit the bench was built from (overrides the JSON's)")
     ap.add_argument("--readme", help="rewrite the marked region of this file instead of printing")
     a = ap.parse_args()
     bench = load(a.bench)
-    compare = load(a.compare) if a.compare else None
+    compare, a.compare = merge_compares(bench, a.compare or [])
     commit = a.commit or bench.get("commit")
     if not commit:
         fail("no commit: the JSON has none (dswa built without DSWA_GIT_COMMIT); give --commit")

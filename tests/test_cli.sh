@@ -285,6 +285,18 @@ PY
     printf 'a\n<!-- perf-samel-backward:begin -->\nold\n<!-- perf-samel-backward:end -->\nb\n' >RB.md
     run 0 python3 "$repo/bench/readme_table.py" sbwd-gpu.json --compare t.json --readme RB.md &&
         ! grep -q '^old$' RB.md && grep -q '^| bf16 | N = 40 |' RB.md || fail "readme_table.py --readme, samel backward: $(cat RB.md)"
+    # one file per dtype: each checked, their rows joined; a row in two files is refused
+    train_file t1.json "$device" "$train" "${train_rows%%,
+ \{\"N\": 40, \"dtype\": \"bf16\"*}"
+    train_file t2.json "$device" "$train" '{"N": 40, "dtype": "bf16", "flex": {"error": "skipped: time budget spent"}, "chunked": {}, "dswa": {}}'
+    run 0 python3 "$repo/bench/readme_table.py" sbwd-gpu.json --compare t1.json --compare t2.json &&
+        grep -Eq '^\| f32 \(TF32\) \| N = 40 \| .* \| [0-9.]+x \| [0-9.]+x \| 4\.0x \| ' out &&
+        grep -q '^Training comparators: flex: skipped: time budget spent\.$' out ||
+        fail "readme_table.py, two --compare files: $(cat out)"
+    run 1 python3 "$repo/bench/readme_table.py" sbwd-gpu.json --compare t1.json --compare t.json &&
+        one_line "--compare t.json: N = 40 f32 is also in t1.json"
+    run 1 python3 "$repo/bench/readme_table.py" gpu.json --compare p.json --compare p.json &&
+        one_line "--compare is given once for the op's tables"
     # the forward's comparator with the backward's bench, and the other way round; the wrong
     # device; refused, naming the file and why
     run 1 python3 "$repo/bench/readme_table.py" sbwd-gpu.json --compare g.json &&
