@@ -201,7 +201,16 @@ def run(args, machine_info, tol):
     SP.save(args.json, result)
     for dt_name in dtypes:
         for L in args.L:
-            row = run_row(L, dt_name, args, _lib.MATH[args.dswa_math], tol)
+            try:
+                row = run_row(L, dt_name, args, _lib.MATH[args.dswa_math], tol)
+            except Exception as e:   # the inputs or the reference: every path says so
+                traceback.print_exc()
+                msg = f"{type(e).__name__}: {e}"[:600]
+                row = dict(L=L, N=17 * L, dtype=dt_name, timing=None,
+                           **{p: dict(ok=False, error=msg) for p in PATHS})
+            finally:
+                if args.device == "cuda":
+                    torch.cuda.empty_cache()
             result["rows"].append(_finite(row))
             log(fmt_row(result["rows"][-1]))
             SP.save(args.json, result)
