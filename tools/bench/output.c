@@ -402,9 +402,10 @@ void bench_print_text(const bench_ctx *c, const char *device, const char *date,
         printf("the fused SAME-L block (--op samel): packed input (B, N, 5*H*D), DyT "
                "(alphas %g, %g), RoPE on %d dims (base 10000), V shared; ",
                (double)SAMEL_Q_ALPHA, (double)SAMEL_K_ALPHA, SAMEL_ROT_DIMS);
-    printf("SAME-L: B=1 H=%d D=%d WL=%d WR=%d scale=1/8 lambda=1, math %s; error on %d "
-           "sampled rows x all heads vs float64\n",
-           SAME_H, SAME_D, (int)o->wl, (int)o->wr, dswa_math_name(o->math), o->rows);
+    printf("SAME-L: B=1 H=%d D=%d WL=%d WR=%d scale=1/8 lambda=1, math %s", SAME_H, SAME_D,
+           (int)o->wl, (int)o->wr, dswa_math_name(o->math));
+    if (o->backward) printf(" (the forward's; the backward's arithmetic is fp32)\n");
+    else printf("; error on %d sampled rows x all heads vs float64\n", o->rows);
     if (c->cuda) {
         printf("time_ms: a CUDA graph of %d calls on the same buffers, replayed %d times "
                "after %d, per call: median; spread = (max - min) / median\n",
