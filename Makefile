@@ -130,16 +130,25 @@ test: all $(TEST_BIN)
 test-long: all $(TEST_BIN)
 	@DSWA_TEST_LONG=1 BUILD=$(BUILD) sh tests/run.sh $(TEST_RUN)
 
+# bench/readme_table.py JSON [--compare FILE] into OUT: exit status 3 is a CPU run's (no README
+# table: it is made from a GPU run; the bench goes on); any other failure (a comparator file
+# refused, a file that is not the bench's) fails `make bench`, its message on stderr.
+# $(call readme_table,JSON,COMPARE-or-empty,OUT)
+define readme_table
+rm -f $(3); c="$(2)"; python3 bench/readme_table.py $(1) $${c:+--compare "$$c"} > $(3).part; rc=$$?; \
+if [ $$rc -eq 0 ]; then mv $(3).part $(3); echo "$(1): README table: $(3)"; \
+elif [ $$rc -eq 3 ]; then rm -f $(3).part; echo "$(1): no README table (it is made from a GPU run)"; \
+else rm -f $(3).part; echo "make bench: bench/readme_table.py $(1) failed (exit $$rc)" >&2; exit 1; fi
+endef
+
 # dswa's own rows as JSON ($(BUILD)/bench.json), its table and the README's table from that one
 # run, then (where Python has torch and Triton and a GPU is present) the comparators of the same
-# run, their table and the plot in $(BUILD)/.
+# run, their table and the plot in $(BUILD)/; then the same for the fused SAME-L block, and the
+# backward's rows of both (with the fused block's training comparators).
 bench: all
 	$(BUILD)/dswa bench --json > $(BUILD)/bench.json.part && mv $(BUILD)/bench.json.part $(BUILD)/bench.json
 	python3 bench/profiling/bench-table.py $(BUILD)/bench.json
-	@if python3 bench/readme_table.py $(BUILD)/bench.json \
-	    > $(BUILD)/readme-table.md.part; then mv $(BUILD)/readme-table.md.part $(BUILD)/readme-table.md; \
-	  echo "bench: $(BUILD)/bench.json; README table: $(BUILD)/readme-table.md"; \
-	else rm -f $(BUILD)/readme-table.md.part; echo "bench: $(BUILD)/bench.json (no README table: it is made from a GPU run)"; fi
+	@$(call readme_table,$(BUILD)/bench.json,,$(BUILD)/readme-table.md)
 	@if python3 -c "import torch, triton, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then \
 	  python3 bench/compare.py --json $(BUILD)/compare.json && \
 	  python3 bench/plot.py $(BUILD)/compare.json $(BUILD)/perf.png; \
@@ -152,12 +161,23 @@ bench: all
 	if python3 -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then \
 	  python3 bench/compare.py --op samel --json $(BUILD)/samel-compare.json || true; \
 	else echo "samel comparator skipped: it needs python3 with torch and a CUDA GPU"; fi
-	@c=; [ -s $(BUILD)/samel-compare.json ] && c=$(BUILD)/samel-compare.json; \
-	if python3 bench/readme_table.py $(BUILD)/bench-samel.json $${c:+--compare $$c} > $(BUILD)/readme-samel.md.part; then \
-	  mv $(BUILD)/readme-samel.md.part $(BUILD)/readme-samel.md; cat $(BUILD)/readme-samel.md; \
-	  python3 bench/plot.py $(BUILD)/bench-samel.json $(BUILD)/perf-samel.png $$c || true; \
-	  echo "bench --op samel: $(BUILD)/bench-samel.json; README table: $(BUILD)/readme-samel.md"; \
-	else rm -f $(BUILD)/readme-samel.md.part; echo "bench --op samel: $(BUILD)/bench-samel.json (no README table: it is made from a GPU run)"; fi
+	@f=; [ -s $(BUILD)/samel-compare.json ] && f=$(BUILD)/samel-compare.json; \
+	$(call readme_table,$(BUILD)/bench-samel.json,$$f,$(BUILD)/readme-samel.md); \
+	if [ -f $(BUILD)/readme-samel.md ]; then cat $(BUILD)/readme-samel.md; \
+	  python3 bench/plot.py $(BUILD)/bench-samel.json $(BUILD)/perf-samel.png $$f || true; fi
+	@# The backward: the op's rows, the fused block's, and (torch and a GPU) its training
+	@# comparators, joined by readme_table.py into the fused block's backward table.
+	$(BUILD)/dswa bench --backward --json > $(BUILD)/bench-backward.json.part && \
+	mv $(BUILD)/bench-backward.json.part $(BUILD)/bench-backward.json
+	@$(call readme_table,$(BUILD)/bench-backward.json,,$(BUILD)/readme-backward.md)
+	$(BUILD)/dswa bench --op samel --backward --json > $(BUILD)/bench-samel-backward.json.part && \
+	mv $(BUILD)/bench-samel-backward.json.part $(BUILD)/bench-samel-backward.json
+	@rm -f $(BUILD)/train-compare.json; \
+	if python3 -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then \
+	  python3 bench/compare.py --op samel --backward --json $(BUILD)/train-compare.json || true; \
+	else echo "training comparators skipped: they need python3 with torch and a CUDA GPU"; fi
+	@f=; [ -s $(BUILD)/train-compare.json ] && f=$(BUILD)/train-compare.json; \
+	$(call readme_table,$(BUILD)/bench-samel-backward.json,$$f,$(BUILD)/readme-samel-backward.md)
 
 check: all
 	$(BUILD)/dswa check

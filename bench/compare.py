@@ -20,6 +20,13 @@ compiled PyTorch prologue + dswa's op, in CUDA graphs as `dswa bench` times), wh
 bench/readme_table.py --compare joins to `dswa bench --op samel --json`'s:
     python3 bench/compare.py --op samel --json samel-compare.json
 
+--op samel --backward runs instead the training comparators of the fused block (bench/
+training_bench.py: forward and forward + backward of the compiled prologue + FlexAttention with a
+band block mask, of the compiled prologue + the chunked-halo SDPA path, and of dswa's
+torch.ops.dswa.samel_attention with its autograd), whose JSON bench/readme_table.py --compare
+joins to `dswa bench --op samel --backward --json`'s:
+    python3 bench/compare.py --op samel --backward --json train-compare.json
+
 --op block times one SAME-L transformer block with its attention unswapped and swapped by
 dswa.samel (bench/block_bench.py):
     python3 bench/compare.py --op block --json block.json
@@ -38,6 +45,7 @@ import traceback
 
 import block_bench
 import samel_prologue
+import training_bench
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 B, H, D, W, SCALE, LAM = 1, 24, 64, 17, 1 / 8, 1.0
@@ -157,6 +165,9 @@ def main():
                     help="the op against its comparators (default), the fused SAME-L block "
                          "against the compiled prologue + op, or a SAME-L transformer block "
                          "with its attention swapped (bench/block_bench.py)")
+    ap.add_argument("--backward", action="store_true",
+                    help="with --op samel: the training comparators, forward + backward "
+                         "(bench/training_bench.py)")
     ap.add_argument("--L", type=int, nargs="+", default=[256, 1292, 4096])
     ap.add_argument("--dtypes", nargs="+", default=None,
                     help="default: float32 bfloat16 float16 (--op samel: f32 bf16 f16; either "
@@ -181,10 +192,21 @@ def main():
     samel_prologue.add_arguments(ap)
     block_bench.add_arguments(ap)
     args = ap.parse_args()
+    if args.backward and args.op != "samel":
+        ap.error(f"--backward applies to --op samel only (the fused block's training "
+                 f"comparators), not --op {args.op}")
+    if any(L < 1 for L in args.L):
+        ap.error(f"--L: every L must be a positive integer, not {min(args.L)}")
+    if args.budget <= 0:
+        ap.error(f"--budget: {args.budget:g} is not a positive number of seconds")
+    if args.dtypes and args.op in ("samel", "block"):
+        for s in args.dtypes:   # the message names the bad value before anything runs
+            samel_prologue.dtype_name(s)
     if args.table:
         with open(args.table) as f:
             saved = json.load(f)
         {samel_prologue.TOOL: samel_prologue.print_table,
+         training_bench.TOOL: training_bench.print_table,
          block_bench.TOOL: block_bench.print_table}.get(saved.get("tool"), print_table)(saved)
         return 0
     if args.quick and "--L" not in sys.argv:
@@ -194,6 +216,8 @@ def main():
     sys.path[:0] = [HERE, os.path.join(HERE, "..", "python")]   # comparators, the dswa package
     if args.op == "block":
         return block_bench.run(args, machine_info)
+    if args.op == "samel" and args.backward:
+        return training_bench.run(args, machine_info, TOL)
     if args.op == "samel":
         try:
             import torch  # noqa: F401

@@ -19,8 +19,27 @@ and `<!-- perf-samel:end -->`.
     build/dswa bench --op samel --json > bench-samel.json
     python3 bench/readme_table.py bench-samel.json --compare samel-compare.json
 
+The JSON of `dswa bench --backward --json` (the op's backward) gives the backward's table:
+per dtype, V layout and L, the backward's time, its % of the same-size copy of its bytes (the
+goal) and forward + backward; markers `<!-- perf-backward:begin -->`, `<!-- perf-backward:end -->`.
+That of `dswa bench --op samel --backward --json` gives the fused block's backward table, with
+the training comparators joined from --compare FILE (bench/compare.py --op samel --backward
+--json, the same machine) by N and dtype: x = the comparator's forward + backward over the fused
+block's, against the compiled prologue + FlexAttention (goal: at least the bench's
+vs_flex_fwd_bwd) and the chunked-halo SDPA path (goal: at least the forward's own ratio over that
+path, measured in the same comparator run); markers `<!-- perf-samel-backward:begin -->` and
+`<!-- perf-samel-backward:end -->`.
+
+    python3 bench/compare.py --op samel --backward --json train-compare.json
+    build/dswa bench --op samel --backward --json > bench-samel-backward.json
+    python3 bench/readme_table.py bench-samel-backward.json --compare train-compare.json
+
 The commit comes from the JSON (a `dswa` built with DSWA_GIT_COMMIT defined, as `make` builds
 it); --commit overrides it. A table without its commit is refused.
+
+Exit status: 0; 3 when the bench ran on the CPU backend (no README table: it is made from a GPU
+run; `make bench` reports it and goes on); 1 for any other refusal (a file that is not the
+bench's, a comparator file that does not fit it, no commit, a failed write): `make bench` fails.
 """
 import argparse
 import json
@@ -30,14 +49,25 @@ import tempfile
 
 BEGIN, END = "<!-- perf-table:begin -->", "<!-- perf-table:end -->"
 SAMEL_BEGIN, SAMEL_END = "<!-- perf-samel:begin -->", "<!-- perf-samel:end -->"
+BWD_BEGIN, BWD_END = "<!-- perf-backward:begin -->", "<!-- perf-backward:end -->"
+SAMEL_BWD_BEGIN = "<!-- perf-samel-backward:begin -->"
+SAMEL_BWD_END = "<!-- perf-samel-backward:end -->"
 SAMEL_TOOL = "bench/compare.py --op samel"   # the fused block's comparator file's "tool"
+TRAIN_TOOL = "bench/compare.py --op samel --backward"   # its training comparators' file's
+NOT_GPU = 3   # the exit status of a CPU run's refusal (make bench goes on)
 DTYPES = (("f32", "float32"), ("bf16", "bfloat16"), ("f16", "float16"))
 VS = (("full", "2H heads"), ("shared", "shared"))
 
 
-def fail(msg):
+def fail(msg, status=1):
     print(f"readme_table: {msg}", file=sys.stderr)
-    sys.exit(1)
+    sys.exit(status)
+
+
+def need_gpu_run(bench):
+    """Refuses (NOT_GPU) a bench that ran on the CPU backend: README tables are the GPU's."""
+    if bench.get("backend") != "cuda":
+        fail("the bench ran on the CPU backend: the README table is the GPU's", NOT_GPU)
 
 
 def load(path):
@@ -88,8 +118,7 @@ def triton_ratio(compare, L, torch_dtype, v):
 def table(bench, compare, commit):
     if bench.get("tool") != "dswa bench" or "rows" not in bench:
         fail("the first file is not the output of `dswa bench --json`")
-    if bench.get("backend") != "cuda":
-        fail("the bench ran on the CPU backend: the README table is the GPU's")
+    need_gpu_run(bench)
     rows = bench["rows"]
     shape = bench.get("shape", {})
     Ls = sorted({r["L"] for r in rows if r.get("L") is not None})
@@ -157,22 +186,13 @@ def num(x, spec, unit=""):
     return "-" if x is None else f"{x:{spec}}{unit}"
 
 
-def join_samel(bench, compare, path):
-    """Sets the comparator's times (bench/compare.py --op samel; None: not run) beside the fused
-    block's rows, by N and dtype: prologue_ms, op_ms, prologue_op_ms (its both_ms) and
-    vs_prologue_op = prologue_op_ms / time_ms, or prologue_op_message saying why there is no
-    ratio. The comparator must have run the bench's problem on the bench's device (a ratio
-    across problems or machines means nothing): otherwise it fails, naming what differs."""
-    for r in bench["rows"]:
-        r.update(prologue_ms=None, op_ms=None, prologue_op_ms=None, vs_prologue_op=None,
-                 prologue_op_message="no comparator: give --compare FILE (bench/compare.py --op "
-                                     "samel, which needs torch)")
-    bench["prologue_op"] = None
-    if compare is None:
-        return
+def check_comparator(bench, compare, path, tool):
+    """The comparator file's rows by (N, dtype), after checking it is `tool`'s output for the
+    bench's problem on the bench's device (a ratio across problems or machines means nothing):
+    otherwise it fails, naming what differs. Returns (machine, rows by (N, dtype))."""
     where = f"--compare {path}"
-    if compare.get("tool") != SAMEL_TOOL:
-        fail(f'{where}: "tool" is not "{SAMEL_TOOL}": not its output')
+    if compare.get("tool") != tool:
+        fail(f'{where}: "tool" is not "{tool}": not its output')
     machine, cfg, rows = compare.get("machine"), compare.get("config"), compare.get("rows")
     if not isinstance(machine, dict) or not isinstance(cfg, dict) or not isinstance(rows, list):
         fail(f'{where}: "machine", "config" or "rows" is missing')
@@ -202,6 +222,24 @@ def join_samel(bench, compare, path):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1 or dt not in dict(DTYPES):
             fail(f"{where}: rows[{i}]: N or dtype is missing or not valid")
         by[(n, dt)] = c
+    return machine, by
+
+
+def join_samel(bench, compare, path):
+    """Sets the comparator's times (bench/compare.py --op samel; None: not run) beside the fused
+    block's rows, by N and dtype: prologue_ms, op_ms, prologue_op_ms (its both_ms) and
+    vs_prologue_op = prologue_op_ms / time_ms, or prologue_op_message saying why there is no
+    ratio. The comparator must have run the bench's problem on the bench's device (a ratio
+    across problems or machines means nothing): otherwise it fails, naming what differs."""
+    for r in bench["rows"]:
+        r.update(prologue_ms=None, op_ms=None, prologue_op_ms=None, vs_prologue_op=None,
+                 prologue_op_message="no comparator: give --compare FILE (bench/compare.py --op "
+                                     "samel, which needs torch)")
+    bench["prologue_op"] = None
+    if compare is None:
+        return
+    machine, by = check_comparator(bench, compare, path, SAMEL_TOOL)
+    dev = machine["device"]
     for r in bench["rows"]:
         c = by.get((r["N"], r["dtype"]))
         if c is None:
@@ -249,8 +287,7 @@ def samel_table(bench, commit):
     """The fused block's table: one row per dtype and L, both ratios and the goals."""
     if bench.get("tool") != "dswa bench" or "rows" not in bench:
         fail("the first file is not the output of `dswa bench --json`")
-    if bench.get("backend") != "cuda":
-        fail("the bench ran on the CPU backend: the README table is the GPU's")
+    need_gpu_run(bench)
     rows = bench["rows"]
     shape = bench.get("shape", {})
     goals = bench.get("goals") or {}
@@ -310,6 +347,146 @@ def samel_table(bench, commit):
     return "\n".join(out) + "\n"
 
 
+def _ms(c, key):
+    x = (c or {}).get(key)
+    return x if isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 else None
+
+
+def join_training(bench, compare, path):
+    """Sets the training comparators' times (bench/compare.py --op samel --backward) beside the
+    fused block's backward rows, by N and dtype: flex_fwd_bwd_ms, chunked_fwd_bwd_ms,
+    dswa_torch_fwd_bwd_ms (the fused block through torch's autograd), vs_flex and vs_chunked
+    (the comparator's fwd_bwd_ms over the bench's fwd_bwd_ms), fwd_vs_chunked (the chunked
+    path's forward over dswa's, both from the comparator run: goal (c)'s bar), and
+    training_message saying what is missing. Checked as join_samel checks its file."""
+    for r in bench["rows"]:
+        r.update(flex_fwd_bwd_ms=None, chunked_fwd_bwd_ms=None, dswa_torch_fwd_bwd_ms=None,
+                 vs_flex=None, vs_chunked=None, fwd_vs_chunked=None,
+                 training_message="no comparator: give --compare FILE (bench/compare.py --op "
+                                  "samel --backward, which needs torch)")
+    bench["training"] = None
+    if compare is None:
+        return
+    machine, by = check_comparator(bench, compare, path, TRAIN_TOOL)
+    for r in bench["rows"]:
+        c = by.get((r["N"], r["dtype"]))
+        if c is None:
+            r["training_message"] = (f"the comparator file has no row for N = {r['N']} "
+                                     f"{r['dtype']}")
+            continue
+        paths = {p: (c.get(p) if isinstance(c.get(p), dict) else {}) for p in
+                 ("flex", "chunked", "dswa")}
+        notes = [f"{p}: {x['error']}" for p, x in paths.items() if x.get("error")]
+        notes += [f"{p}: its output failed its check" for p, x in paths.items()
+                  if x.get("ok") is False and not x.get("error")]
+        timed = r.get("status") in ("ok", "fail") and _ms(r, "fwd_bwd_ms")
+        for p, key in (("flex", "flex_fwd_bwd_ms"), ("chunked", "chunked_fwd_bwd_ms"),
+                       ("dswa", "dswa_torch_fwd_bwd_ms")):
+            # a ratio only from a path whose output checked out
+            r[key] = _ms(paths[p], "fwd_bwd_ms") if paths[p].get("ok") is True else None
+        if timed and r["flex_fwd_bwd_ms"]:
+            r["vs_flex"] = r["flex_fwd_bwd_ms"] / r["fwd_bwd_ms"]
+        if timed and r["chunked_fwd_bwd_ms"]:
+            r["vs_chunked"] = r["chunked_fwd_bwd_ms"] / r["fwd_bwd_ms"]
+        cf, df = _ms(paths["chunked"], "fwd_ms"), _ms(paths["dswa"], "fwd_ms")
+        if cf and df and paths["chunked"].get("fwd_ok") is True and \
+                paths["dswa"].get("fwd_ok") is True:
+            r["fwd_vs_chunked"] = cf / df
+        r["training_message"] = "; ".join(notes)
+    bench["training"] = {"file": path, "device": machine["device"],
+                         "date": machine.get("date", "?"), "torch": machine.get("torch", "?")}
+
+
+def _goal(x, want):
+    return "-" if x is None or want is None else "met" if x >= want else "not met"
+
+
+def backward_table(bench, commit):
+    """The backward's table (`dswa bench --backward` or `--op samel --backward`): one row per
+    dtype, (the op) V layout and L; the fused block's with its training comparators."""
+    if bench.get("tool") != "dswa bench" or "rows" not in bench:
+        fail("the first file is not the output of `dswa bench --json`")
+    need_gpu_run(bench)
+    samel = bench.get("op") == "samel"
+    rows = bench["rows"]
+    shape = bench.get("shape", {})
+    goals = bench.get("goals") or {}
+    math = bench.get("math", "default")
+    src = bench.get("training")
+    what = ("the packed input and dout read, its gradient written" if samel else
+            "q, k, v and dout read, dq, dk and dv written")
+    out = [
+        f"Measured on {bench.get('device', '?')}, {bench.get('date', '?')}, commit `{commit}`, "
+        f"`dswa bench{' --op samel' if samel else ''} --backward --json` (CUDA runtime "
+        f"{bench.get('cuda_runtime', '?')}, driver {bench.get('cuda_driver', '?')}). "
+        + ("The fused SAME-L block's backward" if samel else "The op's backward")
+        + f": B = {shape.get('batch', 1)}, H = {shape.get('heads', '?')}, D = "
+        f"{shape.get('head_dim', '?')}, window {shape.get('window_left', '?')} left / "
+        f"{shape.get('window_right', '?')} right, N = 17 L; the forward's f32 math `{math}` "
+        "(the backward's arithmetic is fp32 for every dtype).",
+        "",
+        f"**bwd**: time per backward call, the median of {bench.get('repeats', '?')} replays of "
+        f"a CUDA graph of {bench.get('graph_calls', '?')} back-to-back calls (random dout, the "
+        f"workspace allocated once). **copy**: the fastest same-size copy of the backward's "
+        f"minimum bytes ({what}), timed the same way; **% copy** = copy / bwd (goal: at least "
+        f"{num(goals.get('pct_of_copy'), '.0f', ' %')}). **fwd+bwd**: a forward then a "
+        "backward, per pair, in the same kind of graph.",
+    ]
+    if samel:
+        out[-1] += (
+            " **x Flex** and **x chunked**: the training comparators' forward + backward "
+            "(the compiled prologue + FlexAttention with a band block mask; the compiled "
+            "prologue + the chunked-halo SDPA path) over fwd+bwd"
+            + (f" (bench/compare.py --op samel --backward on {src.get('device', '?')}, "
+               f"{src.get('date', '?')}, torch {src.get('torch', '?')})" if src else
+               " (not measured in this run)")
+            + f"; goals: x Flex at least {num(goals.get('vs_flex_fwd_bwd'), 'g', 'x')}, x "
+            "chunked at least the forward's own (**fwd x chunked**: the chunked path's forward "
+            "over dswa's, the same comparator run).")
+    out.append("")
+    if samel:
+        out += ["| dtype | L | bwd, ms | copy, ms | % copy | fwd+bwd, ms | x Flex | x chunked "
+                "| fwd x chunked | goals |", "|---|---|---|---|---|---|---|---|---|---|"]
+    else:
+        out += ["| dtype | V | L | bwd, ms | copy, ms | % copy | fwd+bwd, ms | goal |",
+                "|---|---|---|---|---|---|---|---|"]
+    order = {dt: i for i, (dt, _) in enumerate(DTYPES)}
+    for r in sorted(rows, key=lambda r: (order.get(r["dtype"], 9), r.get("v", ""),
+                                         r.get("L") or 0, r["N"])):
+        name = f"{r['dtype']} ({'TF32' if math == 'default' else math})" if r["dtype"] == "f32" \
+            else r["dtype"]
+        L = str(r["L"]) if r.get("L") is not None else f"N = {r['N']}"
+        key = [name, L] if samel else [name, "shared" if r.get("v") == "shared" else "2H heads", L]
+        ncells = 10 if samel else 8
+        if r.get("status") != "ok":
+            cells = key + [f"{r.get('status', '?')}: {(r.get('message') or '')[:80]}"]
+            out.append("| " + " | ".join(cells + [""] * (ncells - len(cells))) + " |")
+            continue
+        cells = key + [f"{r['time_ms']:.4f}", num(r.get("copy_ms"), ".4f"),
+                       num(r.get("pct_of_copy"), ".0f", " %"), num(r.get("fwd_bwd_ms"), ".4f")]
+        g = [f"% copy {_goal(r.get('pct_of_copy'), goals.get('pct_of_copy'))}"]
+        if samel:
+            cells += [num(r.get("vs_flex"), ".1f", "x"), num(r.get("vs_chunked"), ".1f", "x"),
+                      num(r.get("fwd_vs_chunked"), ".1f", "x")]
+            g.append(f"x Flex {_goal(r.get('vs_flex'), goals.get('vs_flex_fwd_bwd'))}")
+            g.append(f"x chunked {_goal(r.get('vs_chunked'), r.get('fwd_vs_chunked'))}")
+        out.append("| " + " | ".join(cells + [", ".join(g)]) + " |")
+    errs = {}
+    for r in rows:
+        if r.get("rel_err") is not None:
+            errs[r["dtype"]] = max(errs.get(r["dtype"], 0.0), r["rel_err"])
+    if errs:
+        out.append("")
+        out.append("Largest relative error of the gradients against "
+                   + ("the CPU backend" if samel else "the float64 reference")
+                   + " (the rows it checks): " +
+                   ", ".join(f"{dt} {errs[dt]:.1e}" for dt, _ in DTYPES if dt in errs) + ".")
+    if samel:
+        for n in sorted({r.get("training_message") for r in rows if r.get("training_message")}):
+            out.append(f"Training comparators: {n}.")
+    return "\n".join(out) + "\n"
+
+
 def replace_in(path, text, begin=BEGIN, end=END):
     try:
         with open(path) as f:
@@ -332,29 +509,74 @@ def replace_in(path, text, begin=BEGIN, end=END):
         fail(f"{path}: {e}")
 
 
+def merge_compares(bench, paths):
+    """(the comparator document, its name) from --compare's files: None and None without one;
+    the file itself for one; for several (the fused block's only), one document of all their
+    rows, each file checked first as its join checks it and no (N, dtype) in two files."""
+    if not paths:
+        return None, None
+    docs = [load(p) for p in paths]
+    if len(docs) == 1:
+        return docs[0], paths[0]
+    if bench.get("op") != "samel":
+        fail("--compare is given once for the op's tables")
+    seen = {}
+    for d, p in zip(docs, paths):
+        if not isinstance(d, dict):
+            fail(f"--compare {p}: not a JSON object")
+        tool = TRAIN_TOOL if bench.get("pass") == "backward" else SAMEL_TOOL
+        for key in check_comparator(bench, d, p, tool)[1]:
+            if key in seen:
+                fail(f"--compare {p}: N = {key[0]} {key[1]} is also in {seen[key]}")
+            seen[key] = p
+    merged = dict(docs[0], rows=[r for d in docs for r in d["rows"]])
+    return merged, ", ".join(paths)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("bench", help="output of `dswa bench --json` or `dswa bench --op samel "
                                   "--json` (CUDA backend)")
-    ap.add_argument("--compare", help="output of bench/compare.py --json (the op's bench) or of "
-                                      "bench/compare.py --op samel --json (the fused block's), "
-                                      "same machine")
+    ap.add_argument("--compare", action="append",
+                    help="output of bench/compare.py --json (the op's bench), of bench/compare.py "
+                         "--op samel --json (the fused block's) or of bench/compare.py --op "
+                         "samel --backward --json (the fused block's backward), same machine; "
+                         "the fused block's may be given more than once (e.g. one file per "
+                         "dtype): each file is checked, their rows joined")
     ap.add_argument("--commit", help="the commit the bench was built from (overrides the JSON's)")
     ap.add_argument("--readme", help="rewrite the marked region of this file instead of printing")
     a = ap.parse_args()
     bench = load(a.bench)
-    compare = load(a.compare) if a.compare else None
+    compare, a.compare = merge_compares(bench, a.compare or [])
     commit = a.commit or bench.get("commit")
     if not commit:
         fail("no commit: the JSON has none (dswa built without DSWA_GIT_COMMIT); give --commit")
     samel = bench.get("op") == "samel"
-    if samel:
+    backward = bench.get("pass") == "backward"
+    tool = compare.get("tool") if isinstance(compare, dict) else None
+    if compare is not None and not isinstance(compare, dict):
+        fail(f"--compare {a.compare}: not a JSON object")
+    if backward and not samel and compare is not None:
+        fail(f"--compare {a.compare}: the op's backward has no comparator file (give none)")
+    if samel and backward:
+        if tool == SAMEL_TOOL:
+            fail(f"--compare {a.compare}: the fused block's forward comparator; this bench is "
+                 f"its backward's (give {TRAIN_TOOL}'s)")
+        join_training(bench, compare, a.compare)
+    elif samel:
+        if tool == TRAIN_TOOL:
+            fail(f"--compare {a.compare}: the fused block's training comparators; this bench "
+                 f"is its forward's (give {SAMEL_TOOL}'s)")
         join_samel(bench, compare, a.compare)
-    elif compare and compare.get("tool") == SAMEL_TOOL:
+    elif compare is not None and tool in (SAMEL_TOOL, TRAIN_TOOL):
         fail(f"--compare {a.compare}: the fused block's comparator; this bench is the op's")
-    text = samel_table(bench, commit) if samel else table(bench, compare, commit)
+    text = (backward_table(bench, commit) if backward else
+            samel_table(bench, commit) if samel else table(bench, compare, commit))
+    markers = ((SAMEL_BWD_BEGIN, SAMEL_BWD_END) if samel and backward else
+               (BWD_BEGIN, BWD_END) if backward else
+               (SAMEL_BEGIN, SAMEL_END) if samel else (BEGIN, END))
     if a.readme:
-        replace_in(a.readme, text, *((SAMEL_BEGIN, SAMEL_END) if samel else (BEGIN, END)))
+        replace_in(a.readme, text, *markers)
     else:
         try:
             sys.stdout.write(text)

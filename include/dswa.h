@@ -148,6 +148,11 @@ typedef struct dswa_backward_problem {
 /* The backward of *fwd with gradients laid out like their inputs (dq like q, dk like k, dv
    like v: a V shared through v.pair == 0 gets the summed dV) and dout like fwd->out. */
 dswa_backward_problem dswa_backward_problem_default(const dswa_problem *fwd);
+/* Minimum device-memory traffic of one backward call, in bytes: Q and K for 2H heads, V for
+   2H heads (H when fwd.v.pair == 0) and dout (H heads) read; dQ and dK for 2H heads and dV
+   for 2H heads (H when dv.pair == 0: the summed dV) written. *dlambda and the workspace are
+   not counted. The backward's bandwidth floor's numerator (`dswa bench --backward`). */
+double dswa_backward_min_bytes(const dswa_backward_problem *p);
 
 /* Checks a problem and its pointers exactly as the backward functions do, computing nothing:
    the forward's checks on p->fwd and q, k, v (same messages), then dout, dq, dk, dv as views
@@ -313,6 +318,11 @@ typedef struct dswa_samel_backward_problem {
 
 /* The backward of *fwd with dqkv laid out like fwd->qkv and dout like fwd->out. */
 dswa_samel_backward_problem dswa_samel_backward_problem_default(const dswa_samel_problem *fwd);
+/* Minimum device-memory traffic of one fused backward call, in bytes: the packed input (5
+   chunks of B*N*H*D elements) and dout (B*N*H*D) read once, the packed gradient (5 chunks)
+   written once; the norms' parameters and gradients (fp32, 2 + 4*D floats) and the workspace
+   are not counted. The bandwidth floor's numerator (`dswa bench --op samel --backward`). */
+double dswa_samel_backward_min_bytes(const dswa_samel_backward_problem *p);
 
 /* Where one norm's gradients go: 1, head_dim and head_dim floats (fp32 whatever the dtype;
    host memory for the CPU backend). Each is written, not added to. */

@@ -178,7 +178,7 @@ PY
     run 0 python3 "$repo/bench/readme_table.py" samel-gpu.json &&
         grep -q '^Prologue + op: no comparator: give --compare FILE' out ||
         fail "readme_table.py, samel without --compare: $(cat out)"
-    run 1 python3 "$repo/bench/readme_table.py" samel.json && one_line "ran on the CPU backend"
+    run 3 python3 "$repo/bench/readme_table.py" samel.json && one_line "ran on the CPU backend"
     printf 'a\n<!-- perf-samel:begin -->\nold\n<!-- perf-samel:end -->\nb\n' >R.md
     run 0 python3 "$repo/bench/readme_table.py" samel-gpu.json --compare g.json --readme R.md &&
         ! grep -q '^old$' R.md && grep -q '^| bf16 | N = 40 |' R.md ||
@@ -201,6 +201,124 @@ PY
         one_line "the fused block's comparator; this bench is the op's"
 fi
 # ---- end of bench --op samel ----------------------------------------------------------------
+
+# ---- bench --backward (the op's and the fused block's backward): refusals, CPU rows, tables ----
+# refused before anything runs: bad usage (2), one line naming the option, nothing on stdout
+for bad in "--backward --backward:--backward given twice" \
+           "--backward --cold none:--cold applies to the forward's rows only" \
+           "--backward --op samel --cold all:--cold applies to --op diff_swa only" \
+           "--backward --dtype f64:--dtype: 'f64' is not a list" \
+           "--backward --op samel --v full:--v applies to --op diff_swa only" \
+           "--backward=1:option --backward" \
+           "--backward --dtype bf16 --math fp32:--math fp32 applies to f32 only"; do
+    run 2 "$dswa" bench --backend cpu ${bad%%:*} && one_line "${bad#*:}"
+    checks=$((checks+1)); [ ! -s out ] || fail "bench ${bad%%:*}: wrote to stdout: $(head -c 200 out)"
+done
+# CPU rows: every dtype and V layout (the op), every dtype (the fused block); the op's
+# gradients checked against the float64 reference (rel_err), every gradient written
+bwd="bench --backend cpu --backward --N 40 --repeats 1 --warmup 0"
+run 0 "$dswa" $bwd && grep -q '^L  *N  dtype  V  *bwd_ms  spread  floor_ms  %floor  GB/s  fwd+bwd_ms' out &&
+    [ "$(grep -Ec '^-  *40  (f32|f16|bf16) +(2H|shared) .* [0-9.]+e-[0-9]+  ok$' out)" -eq 6 ] ||
+    fail "bench --backward rows: $(cat out)"
+run 0 "$dswa" $bwd --op samel --dtype f32,bf16 &&
+    [ "$(grep -Ec '^-  *40  (f32|bf16) .* ok$' out)" -eq 2 ] || fail "bench --op samel --backward rows: $(cat out)"
+run 0 "$dswa" $bwd --dtype f32 --v shared --json && cp out bwd.json &&
+    grep -q '^  "pass": "backward",$' bwd.json && grep -q '"goals": {"pct_of_copy": 70}' bwd.json &&
+    grep -q '"fwd_bwd_ms": [0-9]' bwd.json || fail "bench --backward --json: $(head -c 900 bwd.json)"
+# the forward's document is as it was: no "pass"
+checks=$((checks+1)); grep -q '"pass"' samel.json bench.json && fail "the forward's JSON has a \"pass\""
+run 0 "$dswa" $bwd --op samel --dtype f32,bf16 --json && cp out sbwd.json &&
+    grep -q '"vs_flex_fwd_bwd": 10' sbwd.json || fail "bench --op samel --backward --json: $(head -c 900 sbwd.json)"
+# on the GPU backend without a GPU: one line saying why (with one: the rows run)
+checks=$((checks+1))
+"$dswa" bench --backend cuda --backward --N 40 --dtype f32 --repeats 1 --warmup 0 >out 2>err; got=$?
+if [ $got -ne 0 ]; then
+    [ $got -eq 1 ] && [ "$(wc -l <err)" -eq 1 ] || fail "bench --backward --backend cuda -> exit $got: $(cat err)"
+    echo "skipped: bench --backward on the GPU ($(cat err))"
+fi
+if command -v python3 >/dev/null; then
+    # the backward's README tables (GPU runs' JSON: the backend relabelled); a CPU run's: exit 3
+    sed 's/^  "backend": "cpu",$/  "backend": "cuda",/' bwd.json >bwd-gpu.json
+    sed 's/^  "backend": "cpu",$/  "backend": "cuda",/' sbwd.json >sbwd-gpu.json
+    run 0 python3 "$repo/bench/readme_table.py" bwd-gpu.json &&
+        grep -q '^| dtype | V | L | bwd, ms | copy, ms | % copy | fwd+bwd, ms | goal |$' out &&
+        grep -Eq '^\| f32 \(TF32\) \| shared \| N = 40 \| [0-9.]+ \|' out || fail "readme_table.py, backward: $(cat out)"
+    run 3 python3 "$repo/bench/readme_table.py" bwd.json && one_line "ran on the CPU backend"
+    run 1 python3 "$repo/bench/readme_table.py" bwd-gpu.json --compare p.json &&
+        one_line "the op's backward has no comparator file"
+    # the fused block's: the training comparators joined by N and dtype (x = theirs / fwd+bwd)
+    train_file() {   # train_file FILE DEVICE TOOL ROWS
+        printf '{"tool": "%s", "machine": {"device": "%s", "date": "d", "torch": "t"},\n' "$3" "$2" >"$1"
+        printf ' "config": {"B": 1, "H": 24, "D": 64, "window_left": 17, "window_right": 17, "rot_dims": 32,\n' >>"$1"
+        printf '  "math": "default", "graph_calls": 20}, "rows": [%s]}\n' "$4" >>"$1"
+    }
+    train_rows='{"N": 40, "dtype": "f32", "flex": {"fwd_ms": 1.0, "fwd_bwd_ms": 5000.0, "fwd_ok": true, "ok": true},
+ "chunked": {"fwd_ms": 4.0, "fwd_bwd_ms": 3000.0, "fwd_ok": true, "ok": true},
+ "dswa": {"fwd_ms": 1.0, "fwd_bwd_ms": null, "fwd_ok": true, "ok": false, "error": "RuntimeError: no autograd"}},
+ {"N": 40, "dtype": "bf16", "flex": {"error": "skipped: time budget spent"}, "chunked": {}, "dswa": {}}'
+    train="bench/compare.py --op samel --backward"
+    device=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["device"])' sbwd.json)
+    train_file t.json "$device" "$train" "$train_rows"
+    run 0 python3 "$repo/bench/readme_table.py" sbwd-gpu.json --compare t.json &&
+        grep -q '^| dtype | L | bwd, ms | copy, ms | % copy | fwd+bwd, ms | x Flex | x chunked | fwd x chunked | goals |$' out &&
+        grep -Eq '^\| f32 \(TF32\) \| N = 40 \| .* \| [0-9.]+x \| [0-9.]+x \| 4\.0x \| ' out &&
+        grep -q '^Training comparators: dswa: RuntimeError: no autograd\.$' out &&
+        grep -q '^Training comparators: flex: skipped: time budget spent\.$' out ||
+        fail "readme_table.py, samel backward: $(cat out)"
+    checks=$((checks+1))
+    python3 - "$repo/bench" sbwd-gpu.json t.json <<'PY' || fail "readme_table.join_training: the rows' ratios"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from readme_table import join_training
+bench = json.load(open(sys.argv[2]))
+join_training(bench, json.load(open(sys.argv[3])), "t.json")
+rows = {r["dtype"]: r for r in bench["rows"]}
+f32, bf16 = rows["f32"], rows["bf16"]
+assert abs(f32["vs_flex"] - 5000.0 / f32["fwd_bwd_ms"]) < 1e-9 * f32["vs_flex"], f32
+assert abs(f32["vs_chunked"] - 3000.0 / f32["fwd_bwd_ms"]) < 1e-9 * f32["vs_chunked"], f32
+assert f32["fwd_vs_chunked"] == 4.0 and f32["dswa_torch_fwd_bwd_ms"] is None, f32
+assert bf16["vs_flex"] is None and bf16["vs_chunked"] is None, bf16
+PY
+    run 0 python3 "$repo/bench/readme_table.py" sbwd-gpu.json &&
+        grep -q '^Training comparators: no comparator: give --compare FILE' out ||
+        fail "readme_table.py, samel backward without --compare: $(cat out)"
+    printf 'a\n<!-- perf-samel-backward:begin -->\nold\n<!-- perf-samel-backward:end -->\nb\n' >RB.md
+    run 0 python3 "$repo/bench/readme_table.py" sbwd-gpu.json --compare t.json --readme RB.md &&
+        ! grep -q '^old$' RB.md && grep -q '^| bf16 | N = 40 |' RB.md || fail "readme_table.py --readme, samel backward: $(cat RB.md)"
+    # one file per dtype: each checked, their rows joined; a row in two files is refused
+    train_file t1.json "$device" "$train" "${train_rows%%,
+ \{\"N\": 40, \"dtype\": \"bf16\"*}"
+    train_file t2.json "$device" "$train" '{"N": 40, "dtype": "bf16", "flex": {"error": "skipped: time budget spent"}, "chunked": {}, "dswa": {}}'
+    run 0 python3 "$repo/bench/readme_table.py" sbwd-gpu.json --compare t1.json --compare t2.json &&
+        grep -Eq '^\| f32 \(TF32\) \| N = 40 \| .* \| [0-9.]+x \| [0-9.]+x \| 4\.0x \| ' out &&
+        grep -q '^Training comparators: flex: skipped: time budget spent\.$' out ||
+        fail "readme_table.py, two --compare files: $(cat out)"
+    run 1 python3 "$repo/bench/readme_table.py" sbwd-gpu.json --compare t1.json --compare t.json &&
+        one_line "--compare t.json: N = 40 f32 is also in t1.json"
+    run 1 python3 "$repo/bench/readme_table.py" gpu.json --compare p.json --compare p.json &&
+        one_line "--compare is given once for the op's tables"
+    # the forward's comparator with the backward's bench, and the other way round; the wrong
+    # device; refused, naming the file and why
+    run 1 python3 "$repo/bench/readme_table.py" sbwd-gpu.json --compare g.json &&
+        one_line "--compare g.json: the fused block's forward comparator; this bench is its backward's"
+    run 1 python3 "$repo/bench/readme_table.py" samel-gpu.json --compare t.json &&
+        one_line "--compare t.json: the fused block's training comparators; this bench is its forward's"
+    train_file q.json "NVIDIA H200" "$train" "$train_rows"
+    run 1 python3 "$repo/bench/readme_table.py" sbwd-gpu.json --compare q.json &&
+        one_line "ran on 'NVIDIA H200', the bench on"
+    # bench/compare.py's arguments (checked before torch is imported)
+    run 2 python3 "$repo/bench/compare.py" --backward &&
+        grep -q 'error: --backward applies to --op samel only' err || fail "compare.py --backward: $(cat err)"
+    run 2 python3 "$repo/bench/compare.py" --op block --backward &&
+        grep -q 'not --op block' err || fail "compare.py --op block --backward: $(cat err)"
+    run 2 python3 "$repo/bench/compare.py" --op samel --backward --L 0 &&
+        grep -q 'error: --L: every L must be a positive integer, not 0' err || fail "compare.py --L 0: $(cat err)"
+    run 2 python3 "$repo/bench/compare.py" --op samel --backward --budget 0 &&
+        grep -q 'error: --budget: 0 is not a positive number' err || fail "compare.py --budget 0: $(cat err)"
+    run 1 python3 "$repo/bench/compare.py" --op samel --backward --dtypes f64 &&
+        one_line "--dtypes: 'f64' is not one of f32, bf16, f16"
+fi
+# ---- end of bench --backward -------------------------------------------------------------------
 
 # ---- aot ------------------------------------------------------------------------------------
 # an empty -o or --meta names no file: bad usage, before anything is exported

@@ -2,7 +2,7 @@
    and dswa_forward_cuda alike: DSWA_ERR_INVALID_ARGUMENT, a message that names the field and
    value ("<field> = <value>: <reason>"), and no byte of any buffer changed. Plus the small
    public helpers: status strings, dtype/math names, dswa_problem_default, dswa_view_span,
-   dswa_min_bytes, dswa_useful_flops. */
+   dswa_min_bytes, dswa_backward_min_bytes, dswa_samel_backward_min_bytes, dswa_useful_flops. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -412,6 +412,31 @@ static void test_helpers(void) {
     {   /* 4352 tokens of SAME-L f32: 187 MB (the op specification's table) */
         dswa_problem s = dswa_problem_default(1, 4352, 24, 64, 17);
         CHECK(fabs(dswa_min_bytes(&s) / 1e6 - 187.17) < 0.01, "min_bytes L=256: %.2f MB", dswa_min_bytes(&s) / 1e6);
+    }
+
+    /* dswa_backward_min_bytes: q, k (2H), v (2H or H), dout (H) read; dq, dk (2H), dv (2H, or
+       H when summed) written: 13 or 11 units of N H D elements at SAME-L's shape */
+    {
+        dswa_problem s = dswa_problem_default(1, 4352, 24, 64, 17);
+        const double unit = 4352.0 * 24 * 64;
+        dswa_backward_problem b = dswa_backward_problem_default(&s);
+        CHECK(dswa_backward_min_bytes(&b) == 13 * 4 * unit, "backward_min_bytes f32 2H V: %.0f",
+              dswa_backward_min_bytes(&b));
+        s.v.pair = 0;   /* V shared: the default's dV is summed, H heads */
+        b = dswa_backward_problem_default(&s);
+        CHECK(b.dv.pair == 0 && dswa_backward_min_bytes(&b) == 11 * 4 * unit,
+              "backward_min_bytes f32 shared V: %.0f", dswa_backward_min_bytes(&b));
+        b.fwd.dtype = DSWA_BF16;
+        CHECK(dswa_backward_min_bytes(&b) == 11 * 2 * unit, "backward_min_bytes bf16 shared V: %.0f",
+              dswa_backward_min_bytes(&b));
+        b.dv.pair = 64LL * 24;   /* each pair's own dV from one shared V: 12 units */
+        CHECK(dswa_backward_min_bytes(&b) == 12 * 2 * unit, "backward_min_bytes, dV per pair: %.0f",
+              dswa_backward_min_bytes(&b));
+        dswa_samel_problem sp = dswa_samel_problem_default(2, 4352, 24);
+        sp.dtype = DSWA_F16;
+        const dswa_samel_backward_problem sb = dswa_samel_backward_problem_default(&sp);
+        CHECK(dswa_samel_backward_min_bytes(&sb) == 2 * 11 * 2 * unit,
+              "samel_backward_min_bytes f16 B=2: %.0f", dswa_samel_backward_min_bytes(&sb));
     }
 
     /* dswa_useful_flops: 2 matmuls x 2 flops x D per key, per pair, head and batch */

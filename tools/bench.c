@@ -6,7 +6,8 @@
    way, hot and with the inputs rotated over buffers that exceed the L2 (cold).
    `--op samel` times the fused SAME-L block (dswa_samel_*) the same way, beside the same-size
    copy of its bytes; bench/readme_table.py sets its JSON beside the compiled PyTorch prologue +
-   op that it replaces (bench/compare.py --op samel). */
+   op that it replaces (bench/compare.py --op samel). `--backward` times the backward of either
+   (tools/bench/backward.c) beside the same-size copy of its bytes. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
@@ -117,7 +118,10 @@ int cmd_bench(int argc, char **argv) {
     bench_progress(&c, "copy bandwidth %.1f GB/s (read + written)", c.copy_gbs);
 
     for (int s = 0; s < o.nshapes; s++) {
-        if (o.op == OP_SAMEL) bench_run_samel_shape(&c, o.l[s], o.n[s], rows, &nrow);
+        if (o.op == OP_SAMEL && o.backward)
+            bench_run_samel_backward_shape(&c, o.l[s], o.n[s], rows, &nrow);
+        else if (o.op == OP_SAMEL) bench_run_samel_shape(&c, o.l[s], o.n[s], rows, &nrow);
+        else if (o.backward) bench_run_op_backward_shape(&c, o.l[s], o.n[s], rows, &nrow);
         else bench_run_op_shape(&c, o.l[s], o.n[s], rows, &nrow);
     }
     if (c.cuda) {

@@ -30,6 +30,14 @@ double dswa_min_bytes(const dswa_problem *p) {
     return tokens * hd * es * (2.0 + 2.0 + v_heads + 1.0);
 }
 
+double dswa_backward_min_bytes(const dswa_backward_problem *p) {
+    const dswa_problem *f = &p->fwd;
+    const double units = (double)f->batch * f->seq_len * f->heads * f->head_dim;
+    const double v_in = f->v.pair == 0 ? 1.0 : 2.0, dv_out = p->dv.pair == 0 ? 1.0 : 2.0;
+    /* read: q, k (2H), v, dout (H); written: dq, dk (2H), dv */
+    return units * (double)dswa_dtype_size(f->dtype) * (2.0 + 2.0 + v_in + 1.0 + 2.0 + 2.0 + dv_out);
+}
+
 double dswa_useful_flops(const dswa_problem *p) {
     /* Keys seen per query summed over positions: min(N-1, i+R) - max(0, i-L) + 1. */
     const int64_t n = p->seq_len, L = p->window_left, R = p->window_right;

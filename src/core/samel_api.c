@@ -31,6 +31,12 @@ double dswa_samel_min_bytes(const dswa_samel_problem *p) {
     return units * (double)dswa_dtype_size(p->dtype) * (5.0 + 1.0);
 }
 
+double dswa_samel_backward_min_bytes(const dswa_samel_backward_problem *p) {
+    const dswa_samel_problem *f = &p->fwd;
+    const double units = (double)f->batch * f->seq_len * f->heads * f->head_dim;
+    return units * (double)dswa_dtype_size(f->dtype) * (5.0 + 1.0 + 5.0);   /* x, dout; dx */
+}
+
 dswa_status dswa_samel_forward_cpu(const dswa_samel_problem *p, const void *qkv, void *out) {
     dswa_status s = dswa_samel_validate(p, qkv, out);
     if (s != DSWA_OK || p->batch == 0 || p->seq_len == 0) return s;

@@ -10,6 +10,14 @@
 #include "../cli.h"
 #include "../gpu.h"
 
+/* The fused block's CUDA backward is declared in dswa.h while its kernels are being written: the
+   bench refers to it weakly, so that a library without it still links and its rows say so
+   (bench_samel_backward_linked). Drop these once every build of the library has it. */
+#if defined(__GNUC__)
+#pragma weak dswa_samel_backward_cuda
+#pragma weak dswa_samel_backward_workspace_bytes
+#endif
+
 #define SAME_H 24
 #define SAME_D 64
 #define SAME_W 17
@@ -33,6 +41,17 @@ enum { OP_DIFF_SWA = 0, OP_SAMEL };
 #define SAMEL_Q_ALPHA 0.75f   /* DyT alphas of the bench's inputs: unequal, so a swap shows */
 #define SAMEL_K_ALPHA 1.25f
 
+/* The backward's goals on the GPU (issue 28): (a) at least this % of the same-size copy of its
+   bytes (dswa_backward_min_bytes, dswa_samel_backward_min_bytes), f32 and 16-bit; (b) the
+   fused block's forward + backward at least BWD_GOAL_VS_FLEX x faster than the compiled
+   prologue + FlexAttention forward + backward, and (c) faster than the chunked-halo SDPA path
+   by at least as much as the forward is (both judged by bench/readme_table.py --compare). */
+#define BWD_GOAL_PCT_COPY 70.0
+#define BWD_GOAL_VS_FLEX 10.0
+/* Backward rows checked against a reference (the op: dswa_reference_backward; the fused
+   block on the GPU: dswa_samel_backward_cpu) up to this N; larger ones: every gradient written. */
+#define BWD_CHECK_MAX_N 32768
+
 typedef struct bench_opts {
     int op;                     /* OP_DIFF_SWA or OP_SAMEL */
     cli_backend backend;
@@ -47,6 +66,7 @@ typedef struct bench_opts {
     int repeats, warmup, rows;  /* repeats, warmup: -1 for the backend's default */
     uint64_t seed;
     int json;
+    int backward;               /* --backward: the backward's rows instead of the forward's */
 } bench_opts;
 
 typedef struct cold_result {
@@ -67,6 +87,7 @@ typedef struct bench_row {
     gpu_stats time;                     /* ms per call: GPU graph replays / CPU calls */
     double call_ms;                     /* GPU: median of plain calls between two events */
     gpu_stats copy;                     /* GPU: the fastest same-size copy, per copy */
+    gpu_stats fwd_bwd;                  /* --backward: a forward then a backward, per pair */
     char copy_method[96];
     cold_result cold;
     double gbs, pct_floor, pct_copy, gflops, gflops_core;
@@ -101,9 +122,15 @@ typedef struct bench_ctx {
     char fatal_msg[320];
 } bench_ctx;
 
+/* What a job's call runs: the forward, the backward, or a forward then a backward. */
+enum { PASS_FWD = 0, PASS_BWD, PASS_FWD_BWD };
+
 /* What a row calls: the op (p; q, k, v) or the fused block (sp; x); out. Host pointers for
    the CPU backend; device pointers for the CUDA one, one set per buffer (call i of a graph
-   uses set i mod nbuf). */
+   uses set i mod nbuf). A backward job (pass PASS_BWD or PASS_FWD_BWD; nbuf 1) also has the
+   backward's problem (bp, or sbp for the fused block), dout, its gradients (dq, dk, dv inside
+   `grad` for the op; `grad` itself, the packed dx, for the block; g the norms'), and the
+   GPU's workspace. The result a job is judged by is result_of(): out[0], or grad. */
 typedef struct dswa_job {
     const dswa_problem *p;
     const dswa_samel_problem *sp;
@@ -111,7 +138,18 @@ typedef struct dswa_job {
     void *const *out;
     int nbuf;
     dswa_status status;
+    int pass;
+    const dswa_backward_problem *bp;
+    const dswa_samel_backward_problem *sbp;
+    const void *dout;
+    void *grad, *dq, *dk, *dv;
+    const dswa_samel_norm_grads *g;
+    void *ws;
+    size_t ws_bytes;
 } dswa_job;
+
+/* 1 when the library linked in has dswa_samel_backward_cuda (and its workspace's size). */
+int bench_samel_backward_linked(void);
 
 /* ---- options.c ---------------------------------------------------------------------------- */
 /* Fills o from the command line: 0; 1 after printing the help; 2 after a usage error. */
@@ -142,6 +180,15 @@ int bench_time_cuda_calls(bench_ctx *c, bench_row *row, dswa_job *job, void *hou
                           size_t out_bytes);
 /* The row's same-size copy and its % of it: 0, or -1 after a CUDA failure. */
 int bench_time_copy(bench_ctx *c, bench_row *row);
+/* A backward job's forward + backward pairs in a graph like the rows' (row->fwd_bwd): 0; 1
+   refused (the row says why); -1 after a CUDA failure. */
+int bench_time_cuda_fwd_bwd(bench_ctx *c, bench_row *row, dswa_job *job);
+/* The same on the CPU: 0, or -1 with the row saying why not. */
+int bench_time_cpu_fwd_bwd(const bench_ctx *c, bench_row *row, dswa_job *job, size_t out_bytes);
+/* A backward row's figures and check: every gradient element written (`total` elements of
+   hgrad, dense) and, when rel_err is set (not NaN), rel_err within tol. */
+void bench_finish_backward_row(const bench_ctx *c, bench_row *row, dswa_dtype dtype,
+                               int64_t total, const void *hgrad);
 /* The op's row timed cold (row->cold): 0, or -1 after a CUDA failure. */
 int bench_time_cold(bench_ctx *c, bench_row *row, const dswa_problem *p, const void *dq,
                     const void *dk, const void *dv, void *dout, size_t in_bytes, size_t v_bytes,
@@ -157,9 +204,26 @@ dswa_problem bench_same_l_problem(const bench_opts *o, int64_t n, dswa_dtype dty
 /* Every dtype and V layout of one shape; appends to out_rows[*nrow]. */
 void bench_run_op_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_rows, int *nrow);
 
+/* ---- backward.c: the backward's rows (--backward) ----------------------------------------- */
+/* The relative error a backward row of this dtype may have against its reference. */
+double bench_backward_tolerance(dswa_dtype dtype);
+/* Every dtype and V layout of one shape (the op's backward); appends to out_rows[*nrow]. */
+void bench_run_op_backward_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_rows,
+                                 int *nrow);
+/* Every dtype of one shape (the fused block's backward); appends to out_rows[*nrow]. */
+void bench_run_samel_backward_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_rows,
+                                    int *nrow);
+
 /* ---- samel.c: the fused block's rows ------------------------------------------------------- */
 /* Goal (b)'s ratio for a dtype; NaN where none is set (f16). */
 double bench_samel_goal_ratio(dswa_dtype dtype);
+/* The fused block's problem at SAME-L's shape for a dtype (the bench's windows, math, alphas),
+   its norms' gamma and beta at `norms` (q gamma, q beta, k gamma, k beta: SAME_D floats each). */
+dswa_samel_problem bench_samel_problem(const bench_opts *o, int64_t n, dswa_dtype dtype,
+                                       const float *norms);
+/* Random normal packed input (n * 5 * H * D floats) and norms (4 * SAME_D: gamma near 1, beta
+   near 0), from the bench's seed: the same data for the forward's and the backward's rows. */
+void bench_samel_inputs(const bench_opts *o, int64_t n, float *x, float *norms);
 /* Every dtype of one shape; appends to out_rows[*nrow]. */
 void bench_run_samel_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_rows, int *nrow);
 

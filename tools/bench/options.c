@@ -43,6 +43,18 @@ static const char bench_help_text[] =
     "PyTorch prologue + op, is judged by bench/readme_table.py BENCH.json --compare FILE from\n"
     "this --json and bench/compare.py --op samel's FILE.\n"
     "\n"
+    "--backward times the backward instead (dswa_backward_*, or with --op samel\n"
+    "dswa_samel_backward_*), for the same shapes, dtypes and V layouts: a graph of back-to-back\n"
+    "backward calls (random dout; the workspace allocated once, outside the graph) beside the\n"
+    "same-size copy of the backward's minimum bytes (dswa_backward_min_bytes: q, k, v and dout\n"
+    "read, dq, dk and dv written; dswa_samel_backward_min_bytes: the packed input and dout\n"
+    "read, its gradient written), and a forward then a backward in the same kind of graph\n"
+    "(fwd+bwd_ms). Checked: every gradient element written and, up to N = 32768, the op's\n"
+    "gradients against dswa_reference_backward and the fused block's (GPU) against\n"
+    "dswa_samel_backward_cpu. Goals on the GPU: %copy >= 70 %; the fused block's fwd+bwd\n"
+    "against the training comparators: bench/readme_table.py BENCH.json --compare FILE with\n"
+    "bench/compare.py --op samel --backward's FILE.\n"
+    "\n"
     "options:\n"
     "  --op diff_swa|samel  the op (default diff_swa), or the fused SAME-L block\n"
     "  --backend auto|cuda|cpu  auto (default): cuda when a device is usable, else cpu\n"
@@ -57,7 +69,9 @@ static const char bench_help_text[] =
     "  --window-left L, --window-right R   windows of each side (together, instead of\n"
     "                  --window)\n"
     "  --cold auto|all|none  rows also timed cold (GPU); auto (default): L <= 256, or rows\n"
-    "                  whose bytes are under 8 x L2; not with --op samel (no cold rows)\n"
+    "                  whose bytes are under 8 x L2; not with --op samel or --backward (no\n"
+    "                  cold rows)\n"
+    "  --backward      the backward's rows instead of the forward's (above)\n"
     "  --repeats R     GPU: timed graph replays per row (default 10); CPU: calls per row\n"
     "                  (default: at least 10 calls and 2 s; at most 200, or 5 once 30 s\n"
     "                  have passed)\n"
@@ -114,7 +128,7 @@ int bench_parse(int argc, char **argv, bench_opts *o) {
                *wl = NULL, *wr = NULL, *cold = NULL, *repeats = NULL, *warmup = NULL,
                *rows = NULL, *seed = NULL, *op = NULL;
     int64_t ls[MAX_SHAPES], ns[MAX_SHAPES];
-    int nl = 0, nn = 0, r, json_seen = 0;
+    int nl = 0, nn = 0, r, json_seen = 0, backward_seen = 0;
     memset(o, 0, sizeof *o);
     o->backend = CLI_BACKEND_AUTO;
     o->dtypes[0] = o->dtypes[1] = o->dtypes[2] = 1;
@@ -139,6 +153,11 @@ int bench_parse(int argc, char **argv, bench_opts *o) {
             if (r < 0) return 2;
             if (json_seen++) return cli_usage_error(cmd, "--json given twice: give it once");
             o->json = 1;
+        } else if ((r = cli_opt(cmd, argc, argv, &i, "--backward", 0, &v))) {
+            if (r < 0) return 2;
+            if (backward_seen++)
+                return cli_usage_error(cmd, "--backward given twice: give it once");
+            o->backward = 1;
         } else if ((r = cli_opt_once(cmd, argc, argv, &i, "--op", &op)) ||
                    (r = cli_opt_once(cmd, argc, argv, &i, "--backend", &backend)) ||
                    (r = cli_opt_once(cmd, argc, argv, &i, "--dtype", &dtype)) ||
@@ -171,6 +190,9 @@ int bench_parse(int argc, char **argv, bench_opts *o) {
     if (o->op == OP_SAMEL && cold)
         return cli_usage_error(cmd, "--cold applies to --op diff_swa only (--op samel has no "
                                "cold rows)");
+    if (o->backward && cold)
+        return cli_usage_error(cmd, "--cold applies to the forward's rows only (--backward has "
+                               "no cold rows)");
     if (backend && cli_parse_backend(backend, &o->backend))
         return cli_usage_error(cmd, "--backend: '%s' is not auto, cuda or cpu", backend);
     if (dtype && cli_parse_dtypes(dtype, o->dtypes))

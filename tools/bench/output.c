@@ -37,8 +37,11 @@ void bench_print_json(const bench_ctx *c, const char *device, const char *date,
     FILE *f = stdout;
     int rt = 0, drv = 0;
     if (c->cuda) gpu_versions(&rt, &drv);
-    fprintf(f, "{\n  \"tool\": \"dswa bench\",\n  \"op\": \"%s\",\n  \"version\": ",
+    fprintf(f, "{\n  \"tool\": \"dswa bench\",\n  \"op\": \"%s\",\n",
             o->op == OP_SAMEL ? "samel" : "diff_swa");
+    /* The forward's document has no "pass" (as before --backward existed). */
+    if (o->backward) fprintf(f, "  \"pass\": \"backward\",\n");
+    fprintf(f, "  \"version\": ");
     cli_json_str(f, DSWA_VERSION_STRING);
     fprintf(f, ",\n  \"commit\": ");
 #ifdef DSWA_GIT_COMMIT
@@ -86,7 +89,15 @@ void bench_print_json(const bench_ctx *c, const char *device, const char *date,
         fprintf(f, ", \"rot_dims\": %d, \"rope_base\": 10000, \"pos_offset\": 0, \"q_alpha\": %g,"
                    " \"k_alpha\": %g", SAMEL_ROT_DIMS, (double)SAMEL_Q_ALPHA, (double)SAMEL_K_ALPHA);
     fprintf(f, "},\n");
-    if (o->op == OP_SAMEL) {
+    if (o->backward) {
+        /* The backward's goals (their one home; bench/readme_table.py judges those against the
+           training comparators). */
+        fprintf(f, "  \"goals\": {\"pct_of_copy\": %g", BWD_GOAL_PCT_COPY);
+        if (o->op == OP_SAMEL)
+            fprintf(f, ", \"vs_flex_fwd_bwd\": %g, \"vs_chunked_fwd_bwd\": \"forward's\"",
+                    BWD_GOAL_VS_FLEX);
+        fprintf(f, "},\n");
+    } else if (o->op == OP_SAMEL) {
         /* The goals (their one home; bench/readme_table.py judges (b)). */
         fprintf(f, "  \"goals\": {\"pct_of_copy\": %g, \"vs_prologue_op\": {", SAMEL_GOAL_PCT_COPY);
         for (int d = 0, first = 1; d < 3; d++) {
@@ -122,7 +133,8 @@ void bench_print_json(const bench_ctx *c, const char *device, const char *date,
         json_key_num(f, "pct_of_floor", r->pct_floor);
         json_key_num(f, "gb_s", r->gbs);
         json_key_num(f, "gflop_s", r->gflops);
-        if (o->op == OP_SAMEL) {
+        if (o->backward) json_stats(f, "fwd_bwd_ms", &r->fwd_bwd);
+        if (o->op == OP_SAMEL && !o->backward) {
             fprintf(f, ", \"kernel\": ");
             if (r->kernel) cli_json_str(f, r->kernel);
             else fputs("null", f);
@@ -132,7 +144,7 @@ void bench_print_json(const bench_ctx *c, const char *device, const char *date,
         json_key_num(f, "max_abs_err", r->max_abs);
         json_key_num(f, "tolerance", r->tol);
         fprintf(f, ", \"unwritten\": %lld", (long long)r->unwritten);
-        if (c->cuda && o->op != OP_SAMEL) {
+        if (c->cuda && o->op != OP_SAMEL && !o->backward) {
             const cold_result *k = &r->cold;
             fprintf(f, ", \"cold\": ");
             if (!k->done && !k->msg[0]) {
@@ -330,6 +342,52 @@ static void print_samel_table(const bench_ctx *c, const bench_row *rows, int nro
     table_print(&t);
 }
 
+/* The backward's table: one row per shape, dtype (and, the op, V layout); goal (a) judged per
+   GPU row. */
+static void print_backward_table(const bench_ctx *c, const bench_row *rows, int nrow) {
+    static table t;
+    static const char *gpu_head[] = {"L", "N", "dtype", "V", "bwd_ms", "spread", "copy_ms",
+                                     "%copy", "GB/s", "fwd+bwd_ms", "call_ms", "rel_err"};
+    static const char *cpu_head[] = {"L", "N", "dtype", "V", "bwd_ms", "spread", "floor_ms",
+                                     "%floor", "GB/s", "fwd+bwd_ms", "GFLOP/s", "rel_err"};
+    const char **head = c->cuda ? gpu_head : cpu_head;
+    const int with_v = c->o->op != OP_SAMEL;
+    memset(&t, 0, sizeof t);
+    for (int j = 0, k = 0; j < 12; j++)
+        if (with_v || j != 3) t.head[k++] = head[j];
+    t.ncol = with_v ? 12 : 11;
+    t.left[2] = 1;
+    t.left[3] = with_v;
+    for (int i = 0; i < nrow; i++) {
+        const bench_row *r = &rows[i];
+        char(*s)[32] = t.cell[i], *tail = t.tail[i];
+        const size_t tn = sizeof t.tail[i];
+        const int timed = r->status == ROW_OK || r->status == ROW_FAIL;
+        int j = key_cells(s, r, with_v);
+        if (timed) {
+            fmt(s[j++], "%.4f", r->time.median);
+            fmt(s[j++], "%.1f%%", spread_pct(&r->time));
+            fmt(s[j++], "%.4f", c->cuda ? r->copy.median : r->floor_ms);
+            fmt(s[j++], "%.1f%%", c->cuda ? r->pct_copy : r->pct_floor);
+            fmt(s[j++], "%.1f", r->gbs);
+            fmt(s[j++], "%.4f", r->fwd_bwd.median);
+            fmt(s[j++], c->cuda ? "%.4f" : "%.1f", c->cuda ? r->call_ms : r->gflops);
+            fmt(s[j++], "%.2e", r->rel_err);
+        }
+        t.ncells[i] = timed ? j : (with_v ? 4 : 3);
+        status_tail(c, r, tail, tn);
+        if (r->status == ROW_OK && c->cuda && isfinite(r->pct_copy) &&
+            r->pct_copy < BWD_GOAL_PCT_COPY) {
+            const size_t len = strlen(tail);
+            snprintf(tail + len, tn - len, "; below the goal: %.1f %% < %.0f %%", r->pct_copy,
+                     BWD_GOAL_PCT_COPY);
+        }
+    }
+    t.nrow = nrow;
+    printf("\n");
+    table_print(&t);
+}
+
 void bench_print_text(const bench_ctx *c, const char *device, const char *date,
                       const bench_row *rows, int nrow) {
     const bench_opts *o = c->o;
@@ -344,9 +402,10 @@ void bench_print_text(const bench_ctx *c, const char *device, const char *date,
         printf("the fused SAME-L block (--op samel): packed input (B, N, 5*H*D), DyT "
                "(alphas %g, %g), RoPE on %d dims (base 10000), V shared; ",
                (double)SAMEL_Q_ALPHA, (double)SAMEL_K_ALPHA, SAMEL_ROT_DIMS);
-    printf("SAME-L: B=1 H=%d D=%d WL=%d WR=%d scale=1/8 lambda=1, math %s; error on %d "
-           "sampled rows x all heads vs float64\n",
-           SAME_H, SAME_D, (int)o->wl, (int)o->wr, dswa_math_name(o->math), o->rows);
+    printf("SAME-L: B=1 H=%d D=%d WL=%d WR=%d scale=1/8 lambda=1, math %s", SAME_H, SAME_D,
+           (int)o->wl, (int)o->wr, dswa_math_name(o->math));
+    if (o->backward) printf(" (the forward's; the backward's arithmetic is fp32)\n");
+    else printf("; error on %d sampled rows x all heads vs float64\n", o->rows);
     if (c->cuda) {
         printf("time_ms: a CUDA graph of %d calls on the same buffers, replayed %d times "
                "after %d, per call: median; spread = (max - min) / median\n",
@@ -354,7 +413,9 @@ void bench_print_text(const bench_ctx *c, const char *device, const char *date,
         printf("copy_ms: the fastest same-size copy (%s read + written), timed "
                "the same way; copying 2 GiB in such graphs: cudaMemcpyAsync %.1f GB/s, best copy "
                "kernel %.1f GB/s (%s)\n",
-               o->op == OP_SAMEL ? "dswa_samel_min_bytes" : "dswa_min_bytes",
+               o->backward ? (o->op == OP_SAMEL ? "dswa_samel_backward_min_bytes"
+                                                : "dswa_backward_min_bytes")
+                           : (o->op == OP_SAMEL ? "dswa_samel_min_bytes" : "dswa_min_bytes"),
                c->memcpy_graph_gbs, c->kernel_graph_gbs, c->kernel_graph_cfg);
         printf("%%copy = copy_ms / time_ms; call_ms: one plain call between two events, "
                "host launch included\n");
@@ -364,7 +425,18 @@ void bench_print_text(const bench_ctx *c, const char *device, const char *date,
                o->repeats > 0 ? "the" : "at least 10 (and 2 s of)", c->warmup, c->threads);
     }
     printf("%%floor = floor_ms / time_ms = GB/s / copy bandwidth\n");
-    if (o->op == OP_SAMEL) {
+    if (o->backward) {
+        printf("the backward (--backward): bwd_ms is time_ms of backward calls (random dout, "
+               "workspace allocated once); fwd+bwd_ms: a forward then a backward, per pair, "
+               "timed the same way; rel_err against %s up to N = %d\n",
+               o->op == OP_SAMEL ? "the CPU backend (GPU rows)" : "dswa_reference_backward",
+               BWD_CHECK_MAX_N);
+        if (c->cuda)
+            printf("goal: %%copy >= %.0f %%%s\n", BWD_GOAL_PCT_COPY,
+                   o->op == OP_SAMEL ? "; fwd+bwd against the training comparators: "
+                                       "bench/readme_table.py --compare" : "");
+        print_backward_table(c, rows, nrow);
+    } else if (o->op == OP_SAMEL) {
         if (c->cuda)
             printf("goals: (a) %%copy >= %.0f %%; (b) x faster than the compiled prologue + "
                    "op >= %.1f (f32), >= %.1f (bf16): bench/readme_table.py --compare\n",

@@ -135,6 +135,35 @@ static void run_samel_row(bench_ctx *c, bench_row *row, const dswa_samel_problem
     }
 }
 
+dswa_samel_problem bench_samel_problem(const bench_opts *o, int64_t n, dswa_dtype dtype,
+                                       const float *norms) {
+    dswa_samel_problem p = dswa_samel_problem_default(1, (int32_t)n, SAME_H);
+    p.window_left = o->wl;
+    p.window_right = o->wr;
+    p.dtype = dtype;
+    p.math = o->math;
+    p.q_norm.alpha = SAMEL_Q_ALPHA;
+    p.k_norm.alpha = SAMEL_K_ALPHA;
+    p.q_norm.gamma = norms;
+    p.q_norm.beta = norms + SAME_D;
+    p.k_norm.gamma = norms + 2 * SAME_D;
+    p.k_norm.beta = norms + 3 * SAME_D;
+    return p;
+}
+
+void bench_samel_inputs(const bench_opts *o, int64_t n, float *x, float *norms) {
+    const size_t n_x = (size_t)n * 5 * SAME_H * SAME_D;
+    /* Streams of their own (the op's shapes use n * 8 + 0..3). */
+    cli_fill_normal(x, n_x, o->seed, (uint64_t)n * 8 + 4);
+    cli_fill_normal(norms, 4 * SAME_D, o->seed, (uint64_t)n * 8 + 5);
+    for (int d = 0; d < SAME_D; d++) {   /* gamma near 1, beta near 0, as trained ones are */
+        norms[d] = 1.0f + 0.25f * norms[d];
+        norms[SAME_D + d] = 0.25f * norms[SAME_D + d];
+        norms[2 * SAME_D + d] = 1.0f + 0.25f * norms[2 * SAME_D + d];
+        norms[3 * SAME_D + d] = 0.25f * norms[3 * SAME_D + d];
+    }
+}
+
 /* Every dtype of one shape of the fused block; appends to rows[*nrow]. */
 void bench_run_samel_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_rows, int *nrow) {
     const bench_opts *o = c->o;
@@ -157,15 +186,7 @@ void bench_run_samel_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_ro
     if (!rows || !fx || !hout) lost = "out of host memory for the inputs";
     if (!lost) {
         nrows = bench_sample_rows(n, o->rows, rows);
-        /* Streams of their own (the op's shapes use n * 8 + 0..3). */
-        cli_fill_normal(fx, n_x, o->seed, (uint64_t)n * 8 + 4);
-        cli_fill_normal(norms[0], 4 * SAME_D, o->seed, (uint64_t)n * 8 + 5);
-        for (int d = 0; d < SAME_D; d++) {   /* gamma near 1, beta near 0, as trained ones are */
-            norms[0][d] = 1.0f + 0.25f * norms[0][d];
-            norms[1][d] = 0.25f * norms[1][d];
-            norms[2][d] = 1.0f + 0.25f * norms[2][d];
-            norms[3][d] = 0.25f * norms[3][d];
-        }
+        bench_samel_inputs(o, n, fx, norms[0]);
     }
     if (!lost && c->cuda) {
         if (gpu_alloc(&dnorms, sizeof norms, "norms") ||
@@ -180,25 +201,8 @@ void bench_run_samel_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_ro
         if (!o->dtypes[dt]) continue;
         const dswa_dtype dtype = (dswa_dtype)dt;
         const size_t es = dswa_dtype_size(dtype);
-        dswa_samel_problem hp = dswa_samel_problem_default(1, (int32_t)n, SAME_H), dp;
-        hp.window_left = o->wl;
-        hp.window_right = o->wr;
-        hp.dtype = dtype;
-        hp.math = o->math;
-        hp.q_norm.alpha = SAMEL_Q_ALPHA;
-        hp.k_norm.alpha = SAMEL_K_ALPHA;
-        hp.q_norm.gamma = norms[0];
-        hp.q_norm.beta = norms[1];
-        hp.k_norm.gamma = norms[2];
-        hp.k_norm.beta = norms[3];
-        dp = hp;
-        if (dnorms) {
-            const float *dn = dnorms;
-            dp.q_norm.gamma = dn;
-            dp.q_norm.beta = dn + SAME_D;
-            dp.k_norm.gamma = dn + 2 * SAME_D;
-            dp.k_norm.beta = dn + 3 * SAME_D;
-        }
+        const dswa_samel_problem hp = bench_samel_problem(o, n, dtype, norms[0]);
+        const dswa_samel_problem dp = dnorms ? bench_samel_problem(o, n, dtype, dnorms) : hp;
         const dswa_problem op = bench_same_l_problem(o, n, dtype, 1);
         bench_row *row = &out_rows[(*nrow)++];
         bench_init_row(c, row, l, n, dtype, 1, &op);

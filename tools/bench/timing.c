@@ -89,27 +89,50 @@ void bench_init_row(const bench_ctx *c, bench_row *row, int64_t l, int64_t n,
     row->flops = dswa_useful_flops(p);
     row->floor_ms = row->min_bytes / (c->copy_gbs * 1e9) * 1e3;
     row->time.median = row->time.min = row->time.max = NAN;
-    row->copy = row->time;
+    row->copy = row->fwd_bwd = row->time;
     row->cold.time = row->cold.copy = row->time;
     row->call_ms = row->gbs = row->pct_floor = row->pct_copy = NAN;
     row->gflops = row->gflops_core = row->rel_err = row->max_abs = row->tol = NAN;
     row->status = ROW_ERROR;
 }
 
+int bench_samel_backward_linked(void) {
+    return dswa_samel_backward_cuda != NULL && dswa_samel_backward_workspace_bytes != NULL;
+}
+
+/* The buffer a job's result is judged by: the forward's output, or the backward's gradients. */
+static void *result_of(const dswa_job *j) { return j->pass == PASS_FWD ? j->out[0] : j->grad; }
+
 static dswa_status job_cpu(dswa_job *j) {
-    j->status = j->sp ? dswa_samel_forward_cpu(j->sp, j->x[0], j->out[0])
-                      : dswa_forward_cpu(j->p, j->q[0], j->k[0], j->v[0], j->out[0]);
-    return j->status;
+    dswa_status s = DSWA_OK;
+    if (j->pass != PASS_BWD)
+        s = j->sp ? dswa_samel_forward_cpu(j->sp, j->x[0], j->out[0])
+                  : dswa_forward_cpu(j->p, j->q[0], j->k[0], j->v[0], j->out[0]);
+    if (s == DSWA_OK && j->pass != PASS_FWD)
+        s = j->sp ? dswa_samel_backward_cpu(j->sbp, j->x[0], j->dout, j->grad, j->g)
+                  : dswa_backward_cpu(j->bp, j->q[0], j->k[0], j->v[0], j->dout, j->dq, j->dk,
+                                      j->dv, NULL);
+    return j->status = s;
 }
 
 static dswa_status job_cuda(dswa_job *j, int b, void *stream) {
-    j->status = j->sp ? dswa_samel_forward_cuda(j->sp, j->x[b], j->out[b], stream)
-                      : dswa_forward_cuda(j->p, j->q[b], j->k[b], j->v[b], j->out[b], stream);
-    return j->status;
+    dswa_status s = DSWA_OK;
+    if (j->pass != PASS_BWD)
+        s = j->sp ? dswa_samel_forward_cuda(j->sp, j->x[b], j->out[b], stream)
+                  : dswa_forward_cuda(j->p, j->q[b], j->k[b], j->v[b], j->out[b], stream);
+    if (s == DSWA_OK && j->pass != PASS_FWD)
+        s = j->sp ? dswa_samel_backward_cuda(j->sbp, j->x[0], j->dout, j->grad, j->g, j->ws,
+                                             j->ws_bytes, stream)
+                  : dswa_backward_cuda(j->bp, j->q[0], j->k[0], j->v[0], j->dout, j->dq, j->dk,
+                                       j->dv, NULL, j->ws, j->ws_bytes, stream);
+    return j->status = s;
 }
 
 static const char *job_name(const dswa_job *j) {
-    return j->sp ? "dswa_samel_forward_cuda" : "dswa_forward_cuda";
+    if (j->pass == PASS_FWD) return j->sp ? "dswa_samel_forward_cuda" : "dswa_forward_cuda";
+    if (j->pass == PASS_BWD) return j->sp ? "dswa_samel_backward_cuda" : "dswa_backward_cuda";
+    return j->sp ? "dswa_samel_forward_cuda + dswa_samel_backward_cuda"
+                 : "dswa_forward_cuda + dswa_backward_cuda";
 }
 
 /* The CPU median needs many calls: with 3 the spread between runs reached 37 %. Unless
@@ -127,7 +150,7 @@ int bench_time_cpu_calls(const bench_ctx *c, bench_row *row, dswa_job *job, size
         snprintf(row->msg, sizeof row->msg, "out of host memory");
         return -1;
     }
-    memset(job->out[0], 0xff, out_bytes);
+    memset(result_of(job), 0xff, out_bytes);
     for (int r = -c->warmup; r < cap; r++) {
         if (!fixed && ((n >= CPU_MIN_CALLS && spent >= CPU_MIN_SECONDS) ||
                        (n >= CPU_FEW_CALLS && spent >= CPU_MAX_SECONDS)))
@@ -258,7 +281,7 @@ int bench_time_cuda_calls(bench_ctx *c, bench_row *row, dswa_job *job, void *hou
     double t[GPU_PLAIN_CALLS];
     char what[96];
     dswa_status s;
-    if (gpu_poison(job->out[0], out_bytes) != 0) return bench_cuda_fatal(c, row, NULL);
+    if (gpu_poison(result_of(job), out_bytes) != 0) return bench_cuda_fatal(c, row, NULL);
     if ((s = job_cuda(job, 0, NULL)) != DSWA_OK)
         return dswa_refused(c, row, s, job_name(job)) < 0 ? -1 : 1;
     snprintf(what, sizeof what, "first %s", job_name(job));
@@ -276,9 +299,73 @@ int bench_time_cuda_calls(bench_ctx *c, bench_row *row, dswa_job *job, void *hou
     if (g == -2) return dswa_refused(c, row, job->status, job_name(job)) < 0 ? -1 : 1;
     if (g != 0) return bench_cuda_fatal(c, row, "graph: ");
     if (gpu_sync("timed calls") != 0) return bench_cuda_fatal(c, row, NULL);
-    if (gpu_download(hout, job->out[0], out_bytes, "out") != 0)
+    if (gpu_download(hout, result_of(job), out_bytes, job->pass == PASS_FWD ? "out" : "gradients")
+        != 0)
         return bench_cuda_fatal(c, row, NULL);
     return 0;
+}
+
+/* A forward + backward refused after the backward was timed: the row keeps the backward's
+   status, and its message says why the pair has no time. */
+static void fwd_bwd_refused(bench_row *row, int status) {
+    char why[sizeof row->msg];
+    snprintf(why, sizeof why, "%s", row->msg);
+    row->status = status;
+    snprintf(row->msg, sizeof row->msg, "forward + backward not timed: %.280s", why);
+}
+
+int bench_time_cuda_fwd_bwd(bench_ctx *c, bench_row *row, dswa_job *job) {
+    const int pass = job->pass, status = row->status;
+    job->pass = PASS_FWD_BWD;
+    const int g = gpu_graph_time(dswa_job_enqueue, job, GRAPH_CALLS, c->warmup, c->repeats,
+                                 &row->fwd_bwd);
+    const int r = g == -2 ? dswa_refused(c, row, job->status, job_name(job)) : 0;
+    job->pass = pass;
+    if (g == -2) {
+        if (r < 0) return -1;
+        fwd_bwd_refused(row, status);
+        return 1;
+    }
+    if (g != 0) return bench_cuda_fatal(c, row, "forward + backward graph: ");
+    return gpu_sync("forward + backward") != 0 ? bench_cuda_fatal(c, row, NULL) : 0;
+}
+
+int bench_time_cpu_fwd_bwd(const bench_ctx *c, bench_row *row, dswa_job *job, size_t out_bytes) {
+    const gpu_stats keep = row->time;
+    const int pass = job->pass, status = row->status;
+    job->pass = PASS_FWD_BWD;
+    const int r = bench_time_cpu_calls(c, row, job, out_bytes);
+    job->pass = pass;
+    if (r == 0) row->fwd_bwd = row->time;
+    else fwd_bwd_refused(row, status);
+    row->time = keep;
+    return r;
+}
+
+double bench_backward_tolerance(dswa_dtype dtype) { return dtype == DSWA_F32 ? 1e-4 : 1e-2; }
+
+void bench_finish_backward_row(const bench_ctx *c, bench_row *row, dswa_dtype dtype,
+                               int64_t total, const void *hgrad) {
+    const double ms = row->time.median;
+    int64_t unwritten = 0;
+#pragma omp parallel for reduction(+ : unwritten) schedule(static)
+    for (int64_t i = 0; i < total; i++) unwritten += cli_is_poison(hgrad, i, dtype);
+    row->unwritten = unwritten;
+    row->gbs = row->min_bytes / (ms * 1e-3) / 1e9;
+    row->pct_floor = 100.0 * row->floor_ms / ms;
+    row->gflops = row->flops / (ms * 1e-3) / 1e9;
+    row->gflops_core = row->gflops / c->threads;
+    if (unwritten > 0) {
+        row->status = ROW_FAIL;
+        snprintf(row->msg, sizeof row->msg, "%lld gradient elements still hold the poison "
+                 "pattern", (long long)unwritten);
+    } else if (!isnan(row->rel_err) && !(row->rel_err <= row->tol)) {
+        row->status = ROW_FAIL;
+        snprintf(row->msg, sizeof row->msg, "relative error %.3g above the tolerance %.0e",
+                 row->rel_err, row->tol);
+    } else {
+        row->status = ROW_OK;
+    }
 }
 
 /* The row's same-size copy (min_bytes read + written) and % of it. -1 after a CUDA failure. */
