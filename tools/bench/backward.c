@@ -239,8 +239,6 @@ void bench_run_samel_backward_shape(bench_ctx *c, int64_t l, int64_t n, bench_ro
         bench_samel_inputs(o, n, fx, norms);   /* the forward's rows' inputs */
         cli_fill_normal(fgo, n_out, o->seed, (uint64_t)n * 8 + 7);
     }
-    if (!lost && c->cuda && !bench_samel_backward_linked())
-        lost = "unsupported: the library linked in has no dswa_samel_backward_cuda";
     if (!lost && c->cuda &&
         (gpu_alloc(&dnorms, sizeof norms, "norms") || gpu_alloc(&dng, sizeof hng, "norm grads") ||
          gpu_upload(dnorms, norms, sizeof norms, "norms"))) {

@@ -10,13 +10,6 @@
 #include "../cli.h"
 #include "../gpu.h"
 
-/* The fused block's CUDA backward is declared in dswa.h while its kernels are being written: the
-   bench refers to it weakly, so that a library without it still links and its rows say so
-   (bench_samel_backward_linked). Drop these once every build of the library has it. */
-#if defined(__GNUC__)
-#pragma weak dswa_samel_backward_cuda
-#pragma weak dswa_samel_backward_workspace_bytes
-#endif
 
 #define SAME_H 24
 #define SAME_D 64
@@ -148,8 +141,6 @@ typedef struct dswa_job {
     size_t ws_bytes;
 } dswa_job;
 
-/* 1 when the library linked in has dswa_samel_backward_cuda (and its workspace's size). */
-int bench_samel_backward_linked(void);
 
 /* ---- options.c ---------------------------------------------------------------------------- */
 /* Fills o from the command line: 0; 1 after printing the help; 2 after a usage error. */

@@ -96,10 +96,6 @@ void bench_init_row(const bench_ctx *c, bench_row *row, int64_t l, int64_t n,
     row->status = ROW_ERROR;
 }
 
-int bench_samel_backward_linked(void) {
-    return dswa_samel_backward_cuda != NULL && dswa_samel_backward_workspace_bytes != NULL;
-}
-
 /* The buffer a job's result is judged by: the forward's output, or the backward's gradients. */
 static void *result_of(const dswa_job *j) { return j->pass == PASS_FWD ? j->out[0] : j->grad; }
 
