@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The strip-shape skeleton (probe_strip.cu): build for this GPU with ptxas's resource report, run
 # its self-check and table, and Nsight Compute's speed of light and occupancy for one L = 1292
-# launch of the fused skeleton (bf16, strip 4) when ncu exists. Everything goes to OUTDIR.
+# launch of the fused skeleton (bf16, strip 4) when ncu exists and NO_NCU is unset. Everything goes
+# to OUTDIR.
 # Usage: bench/profiling/gpu-probe-strip.sh [OUTDIR]   (default $OUT)
 set -u
 out=${1:-${OUT:?usage: gpu-probe-strip.sh OUTDIR (or set OUT)}}
@@ -22,7 +23,7 @@ rc=$?
 tail -n 5 "$out/stderr.txt"
 cat "$out/table.txt"
 echo "probe_strip rc $rc"
-if command -v ncu >/dev/null; then
+if [ -z "${NO_NCU:-}" ] && command -v ncu >/dev/null; then
     timeout 90 ncu --section SpeedOfLight --section Occupancy --kernel-name regex:strip_probe --launch-count 1 \
         "$bin" --one bf16 1292 4 > "$out/ncu-bf16-L1292-strip4.txt" 2>&1
     echo "ncu rc $?"
