@@ -129,7 +129,7 @@ def check_grads(device, dtype, B, N, H, D, tol, seed=0, pad=0, **kw):
     errs = {n: rel(a, b) for n, a, b in zip(NAMES, got[:5], want[:5])}
     for i, (n, a, b) in enumerate(zip(NAMES[5:], got[5:], want[5:])):
         whole = torch.cat([want[5 + i].reshape(1), want[1 + 2 * i], want[2 + 2 * i]]).norm()
-        errs[n] = float((a.double().cpu() - b).abs().max() / whole.clamp_min(1e-30))
+        errs[n] = float((a.double().to(b.device) - b).abs().max() / whole.clamp_min(1e-30))
         assert a.shape == b.shape and a.dtype == torch.float32
     if pad:
         assert not got[0][:, :, :pad].any(), "gradient outside x's slice"
