@@ -4,7 +4,7 @@
  *
  *   nvcc -O3 -std=c++17 -arch=sm_90 -o probe_strip bench/profiling/probe_strip.cu
  *   ./probe_strip OUT.json                 self-check, then the table, JSON to OUT.json
- *   ./probe_strip --one DTYPE L STRIP      one launch of the fused skeleton (for ncu)
+ *   ./probe_strip --one DTYPE L STRIP [op] one launch of the fused (or op) skeleton (for ncu)
  *
  * Problem: SAME-L, B = 1, H = 24, D = 64, window 17 each side, N = 17 L; x (N, 5 H 64) packed
  * q, k, v, q_diff, k_diff; out (N, H 64).
@@ -853,7 +853,7 @@ static int blocks_per_sm(int es, size_t smem) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s OUT.json | --one f32|bf16|f16 L STRIP\n", argv[0]);
+        fprintf(stderr, "usage: %s OUT.json | --one f32|bf16|f16 L STRIP [op]\n", argv[0]);
         return 2;
     }
     cudaDeviceProp prop;
@@ -886,13 +886,14 @@ int main(int argc, char **argv) {
         for (int tr = 0; tr < 2; tr++)
             if (static_smem(es) + dyn_smem(es, 4, tr) > SMEM_MAX) { fprintf(stderr, "%s: 4 stages do not fit 48 KB\n", dname(es)); return 2; }
 
-    if (one) { /* one launch of the fused skeleton, for a profiler */
-        const int n = 17 * Lmax, strip = atoi(argv[4]), ns = max_stages(one_es, 1, SMEM_MAX);
+    if (one) { /* one launch of the fused skeleton (or with "op" the op's), for a profiler */
+        const int tr = !(argc > 5 && !strcmp(argv[5], "op"));
+        const int n = 17 * Lmax, strip = atoi(argv[4]), ns = max_stages(one_es, tr, SMEM_MAX);
         fill_inputs(b, one_es, n);
-        job j = probe_job(b, one_es, n, strip, ns, 1, NULL);
+        job j = probe_job(b, one_es, n, strip, ns, tr, NULL);
         launch(j, 0);
         CK(cudaDeviceSynchronize());
-        printf("one launch: %s L=%d strip=%d stages=%d grid %u x %u, %zu B dynamic shared memory\n", dname(one_es), Lmax, strip, ns, j.grid.x, j.grid.y, j.smem);
+        printf("one launch: %s %s L=%d strip=%d stages=%d grid %u x %u, %zu B dynamic shared memory\n", tr ? "fused" : "op", dname(one_es), Lmax, strip, ns, j.grid.x, j.grid.y, j.smem);
         return 0;
     }
 
