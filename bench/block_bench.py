@@ -177,13 +177,8 @@ def add_arguments(ap):
 def run(args, machine_info):
     """compare.py --op block. 0 when every row checked out (or the run was skipped: no torch,
     no CUDA device), 1 otherwise."""
-    try:
-        import torch
-    except ImportError as e:
-        print(f"compare.py --op block: skipped: needs torch ({e})")
-        return 0
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("compare.py --op block: skipped: no CUDA device for torch")
+    torch = SP.torch_or_skip("compare.py --op block", args.device)
+    if torch is None:
         return 0
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                     "python", "tests"))

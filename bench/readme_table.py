@@ -65,7 +65,10 @@ def fail(msg, status=1):
 
 
 def need_gpu_run(bench):
-    """Refuses (NOT_GPU) a bench that ran on the CPU backend: README tables are the GPU's."""
+    """Refuses what is not `dswa bench --json`'s output (1), and (NOT_GPU) a bench that ran on
+    the CPU backend: README tables are the GPU's."""
+    if bench.get("tool") != "dswa bench" or "rows" not in bench:
+        fail("the first file is not the output of `dswa bench --json`")
     if bench.get("backend") != "cuda":
         fail("the bench ran on the CPU backend: the README table is the GPU's", NOT_GPU)
 
@@ -115,9 +118,20 @@ def triton_ratio(compare, L, torch_dtype, v):
     return None
 
 
+def error_note(rows, what):
+    """A table's closing note on errors: a blank line, then `what` and each dtype's largest
+    rel_err over the rows ("...: f32 1.2e-06, bf16 3.4e-03."); nothing where no row has one."""
+    errs = {}
+    for r in rows:
+        if r.get("rel_err") is not None:
+            errs[r["dtype"]] = max(errs.get(r["dtype"], 0.0), r["rel_err"])
+    if not errs:
+        return []
+    return ["", what + ": " + ", ".join(f"{dt} {errs[dt]:.1e}" for dt, _ in DTYPES
+                                        if dt in errs) + "."]
+
+
 def table(bench, compare, commit):
-    if bench.get("tool") != "dswa bench" or "rows" not in bench:
-        fail("the first file is not the output of `dswa bench --json`")
     need_gpu_run(bench)
     rows = bench["rows"]
     shape = bench.get("shape", {})
@@ -163,14 +177,7 @@ def table(bench, compare, commit):
                 rs = [x for x in (triton_ratio(compare, L, torch_dt, v) for L in Ls) if x]
                 cells.append(f"{min(rs):.1f}-{max(rs):.1f}x" if rs else "-")
             out.append("| " + " | ".join(cells) + " |")
-    errs = {}
-    for r in rows:
-        if r.get("rel_err") is not None:
-            errs[r["dtype"]] = max(errs.get(r["dtype"], 0.0), r["rel_err"])
-    if errs:
-        out.append("")
-        out.append("Largest relative error against the float64 reference: " + ", ".join(
-            f"{dt} {errs[dt]:.1e}" for dt, _ in DTYPES if dt in errs) + ".")
+    out += error_note(rows, "Largest relative error against the float64 reference")
     if cold_Ls:
         out.append("Cold: the calls (and the copies) rotate over enough buffer sets that more "
                    f"than twice the L2 ({bench.get('l2_bytes', 0) / 1e6:.0f} MB) passes between "
@@ -225,27 +232,38 @@ def check_comparator(bench, compare, path, tool):
     return machine, by
 
 
+def comparator_rows(bench, compare, path, tool, source, message, fields):
+    """Joins a comparator file (`tool`'s output, at path; None: not given) to the bench's rows
+    by N and dtype: first every row's `fields` None and its `message` saying there is no
+    comparator, bench[source] None; then, the file checked (check_comparator), each row with
+    its comparator row (a row the file lacks is skipped, its `message` saying so), and last
+    bench[source] where the times came from: the file, device, date and torch."""
+    for r in bench["rows"]:
+        r.update(dict.fromkeys(fields), **{message: f"no comparator: give --compare FILE "
+                                                    f"({tool}, which needs torch)"})
+    bench[source] = None
+    if compare is None:
+        return
+    machine, by = check_comparator(bench, compare, path, tool)
+    for r in bench["rows"]:
+        c = by.get((r["N"], r["dtype"]))
+        if c is None:
+            r[message] = f"the comparator file has no row for N = {r['N']} {r['dtype']}"
+        else:
+            yield r, c
+    bench[source] = {"file": path, "device": machine["device"],
+                     "date": machine.get("date", "?"), "torch": machine.get("torch", "?")}
+
+
 def join_samel(bench, compare, path):
     """Sets the comparator's times (bench/compare.py --op samel; None: not run) beside the fused
     block's rows, by N and dtype: prologue_ms, op_ms, prologue_op_ms (its both_ms) and
     vs_prologue_op = prologue_op_ms / time_ms, or prologue_op_message saying why there is no
     ratio. The comparator must have run the bench's problem on the bench's device (a ratio
     across problems or machines means nothing): otherwise it fails, naming what differs."""
-    for r in bench["rows"]:
-        r.update(prologue_ms=None, op_ms=None, prologue_op_ms=None, vs_prologue_op=None,
-                 prologue_op_message="no comparator: give --compare FILE (bench/compare.py --op "
-                                     "samel, which needs torch)")
-    bench["prologue_op"] = None
-    if compare is None:
-        return
-    machine, by = check_comparator(bench, compare, path, SAMEL_TOOL)
-    dev = machine["device"]
-    for r in bench["rows"]:
-        c = by.get((r["N"], r["dtype"]))
-        if c is None:
-            r["prologue_op_message"] = (f"the comparator file has no row for N = {r['N']} "
-                                        f"{r['dtype']}")
-            continue
+    for r, c in comparator_rows(bench, compare, path, SAMEL_TOOL, "prologue_op",
+                                "prologue_op_message",
+                                ("prologue_ms", "op_ms", "prologue_op_ms", "vs_prologue_op")):
         for key, src in (("prologue_ms", "prologue_ms"), ("op_ms", "op_ms"),
                          ("prologue_op_ms", "both_ms")):
             x = c.get(src)
@@ -263,8 +281,6 @@ def join_samel(bench, compare, path):
             r["prologue_op_message"] = ""
             if r.get("status") in ("ok", "fail") and r.get("time_ms"):
                 r["vs_prologue_op"] = r["prologue_op_ms"] / r["time_ms"]
-    bench["prologue_op"] = {"file": path, "device": dev, "date": machine.get("date", "?"),
-                            "torch": machine.get("torch", "?")}
 
 
 def samel_goals(r, goals):
@@ -285,8 +301,6 @@ def samel_goals(r, goals):
 
 def samel_table(bench, commit):
     """The fused block's table: one row per dtype and L, both ratios and the goals."""
-    if bench.get("tool") != "dswa bench" or "rows" not in bench:
-        fail("the first file is not the output of `dswa bench --json`")
     need_gpu_run(bench)
     rows = bench["rows"]
     shape = bench.get("shape", {})
@@ -333,14 +347,7 @@ def samel_table(bench, commit):
         out.append(f"| {name} | {L} | {r['time_ms']:.4f} | {num(r.get('copy_ms'), '.4f')} | "
                    f"{num(r.get('pct_of_copy'), '.0f', ' %')} | {cmp_} | "
                    f"{num(x, '.2f', 'x')} | {samel_goals(r, goals)} |")
-    errs = {}
-    for r in rows:
-        if r.get("rel_err") is not None:
-            errs[r["dtype"]] = max(errs.get(r["dtype"], 0.0), r["rel_err"])
-    if errs:
-        out.append("")
-        out.append("Largest relative error against the float64 reference of the block: " +
-                   ", ".join(f"{dt} {errs[dt]:.1e}" for dt, _ in DTYPES if dt in errs) + ".")
+    out += error_note(rows, "Largest relative error against the float64 reference of the block")
     notes = sorted({r.get("prologue_op_message") for r in rows if r.get("prologue_op_message")})
     for n in notes:
         out.append(f"Prologue + op: {n}.")
@@ -359,21 +366,10 @@ def join_training(bench, compare, path):
     (the comparator's fwd_bwd_ms over the bench's fwd_bwd_ms), fwd_vs_chunked (the chunked
     path's forward over dswa's, both from the comparator run: goal (c)'s bar), and
     training_message saying what is missing. Checked as join_samel checks its file."""
-    for r in bench["rows"]:
-        r.update(flex_fwd_bwd_ms=None, chunked_fwd_bwd_ms=None, dswa_torch_fwd_bwd_ms=None,
-                 vs_flex=None, vs_chunked=None, fwd_vs_chunked=None,
-                 training_message="no comparator: give --compare FILE (bench/compare.py --op "
-                                  "samel --backward, which needs torch)")
-    bench["training"] = None
-    if compare is None:
-        return
-    machine, by = check_comparator(bench, compare, path, TRAIN_TOOL)
-    for r in bench["rows"]:
-        c = by.get((r["N"], r["dtype"]))
-        if c is None:
-            r["training_message"] = (f"the comparator file has no row for N = {r['N']} "
-                                     f"{r['dtype']}")
-            continue
+    for r, c in comparator_rows(bench, compare, path, TRAIN_TOOL, "training", "training_message",
+                                ("flex_fwd_bwd_ms", "chunked_fwd_bwd_ms",
+                                 "dswa_torch_fwd_bwd_ms", "vs_flex", "vs_chunked",
+                                 "fwd_vs_chunked")):
         paths = {p: (c.get(p) if isinstance(c.get(p), dict) else {}) for p in
                  ("flex", "chunked", "dswa")}
         notes = [f"{p}: {x['error']}" for p, x in paths.items() if x.get("error")]
@@ -393,8 +389,6 @@ def join_training(bench, compare, path):
                 paths["dswa"].get("fwd_ok") is True:
             r["fwd_vs_chunked"] = cf / df
         r["training_message"] = "; ".join(notes)
-    bench["training"] = {"file": path, "device": machine["device"],
-                         "date": machine.get("date", "?"), "torch": machine.get("torch", "?")}
 
 
 def _goal(x, want):
@@ -404,8 +398,6 @@ def _goal(x, want):
 def backward_table(bench, commit):
     """The backward's table (`dswa bench --backward` or `--op samel --backward`): one row per
     dtype, (the op) V layout and L; the fused block's with its training comparators."""
-    if bench.get("tool") != "dswa bench" or "rows" not in bench:
-        fail("the first file is not the output of `dswa bench --json`")
     need_gpu_run(bench)
     samel = bench.get("op") == "samel"
     rows = bench["rows"]
@@ -471,16 +463,9 @@ def backward_table(bench, commit):
             g.append(f"x Flex {_goal(r.get('vs_flex'), goals.get('vs_flex_fwd_bwd'))}")
             g.append(f"x chunked {_goal(r.get('vs_chunked'), r.get('fwd_vs_chunked'))}")
         out.append("| " + " | ".join(cells + [", ".join(g)]) + " |")
-    errs = {}
-    for r in rows:
-        if r.get("rel_err") is not None:
-            errs[r["dtype"]] = max(errs.get(r["dtype"], 0.0), r["rel_err"])
-    if errs:
-        out.append("")
-        out.append("Largest relative error of the gradients against "
-                   + ("the CPU backend" if samel else "the float64 reference")
-                   + " (the rows it checks): " +
-                   ", ".join(f"{dt} {errs[dt]:.1e}" for dt, _ in DTYPES if dt in errs) + ".")
+    out += error_note(rows, "Largest relative error of the gradients against "
+                      + ("the CPU backend" if samel else "the float64 reference")
+                      + " (the rows it checks)")
     if samel:
         for n in sorted({r.get("training_message") for r in rows if r.get("training_message")}):
             out.append(f"Training comparators: {n}.")

@@ -54,6 +54,20 @@ def save(path, obj):
         os.replace(tmp, path)
 
 
+def torch_or_skip(what, device):
+    """torch, or None after printing why `what` (a compare.py run, e.g. "compare.py --op block")
+    is skipped: no torch, or no CUDA device for it where the run wants one."""
+    try:
+        import torch
+    except ImportError as e:
+        print(f"{what}: skipped: needs torch ({e})")
+        return None
+    if device == "cuda" and not torch.cuda.is_available():
+        print(f"{what}: skipped: no CUDA device for torch")
+        return None
+    return torch
+
+
 # ---- the prologue ------------------------------------------------------------------------------
 def prologue(x, q_gamma, q_beta, k_gamma, k_beta, q_alpha, k_alpha, inv_freq):
     """(q, k, v) for dswa's op from the packed projection x (B, N, 5*H*D): q and k (B, N, 2H, D)

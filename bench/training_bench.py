@@ -166,13 +166,8 @@ def run(args, machine_info, tol):
     """compare.py --op samel --backward. 0 when every path of every row ran and checked out
     (a path the dswa package lacks, e.g. the fused block's autograd, is a row's error: 1),
     1 otherwise; skipped (0) without torch or a CUDA device."""
-    try:
-        import torch
-    except ImportError as e:
-        print(f"compare.py --op samel --backward: skipped: needs torch ({e})")
-        return 0
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("compare.py --op samel --backward: skipped: no CUDA device for torch")
+    torch = SP.torch_or_skip("compare.py --op samel --backward", args.device)
+    if torch is None:
         return 0
     import comparators as C
     import dswa

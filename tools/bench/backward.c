@@ -88,12 +88,8 @@ void bench_run_op_backward_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *
     if (!fq || !fk || (want_full && !fvf) || (want_shared && !fvs) || !fgo || !hgrad) {
         lost = "out of host memory for the inputs";
     } else {
-        /* The forward's streams for q, k, v (the same inputs as its rows), one of dout's own. */
-        cli_fill_normal(fq, n_in, o->seed, (uint64_t)n * 8 + 0);
-        cli_fill_normal(fk, n_in, o->seed, (uint64_t)n * 8 + 1);
-        if (fvf) cli_fill_normal(fvf, n_in, o->seed, (uint64_t)n * 8 + 2);
-        if (fvs) cli_fill_normal(fvs, n_vs, o->seed, (uint64_t)n * 8 + 3);
-        cli_fill_normal(fgo, n_out, o->seed, (uint64_t)n * 8 + 6);
+        bench_op_inputs(o, n, fq, fk, fvf, fvs);   /* the forward's rows' inputs */
+        cli_fill_normal(fgo, n_out, o->seed, (uint64_t)n * 8 + 6);   /* dout: a stream of its own */
         if (n <= BWD_CHECK_MAX_N) ref = malloc(sizeof(double) * n_grad);   /* NULL: unchecked */
     }
     for (int dt = 0; dt < 3; dt++) {
@@ -106,20 +102,13 @@ void bench_run_op_backward_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *
         char group_msg[320];
         const char *group_err = lost;
         if (!group_err && dtype != DSWA_F32) {
-            hq = cli_malloc(n_in * es);
-            hk = cli_malloc(n_in * es);
-            hvf = fvf ? cli_malloc(n_in * es) : NULL;
-            hvs = fvs ? cli_malloc(n_vs * es) : NULL;
-            hgo = cli_malloc(n_out * es);
-            if (!hq || !hk || (fvf && !hvf) || (fvs && !hvs) || !hgo) {
+            hq = bench_converted(fq, n_in, dtype);
+            hk = bench_converted(fk, n_in, dtype);
+            hvf = bench_converted(fvf, n_in, dtype);
+            hvs = bench_converted(fvs, n_vs, dtype);
+            hgo = bench_converted(fgo, n_out, dtype);
+            if (!hq || !hk || (fvf && !hvf) || (fvs && !hvs) || !hgo)
                 group_err = "out of host memory for the converted inputs";
-            } else {
-                cli_convert_from_f32(hq, fq, n_in, dtype);
-                cli_convert_from_f32(hk, fk, n_in, dtype);
-                if (fvf) cli_convert_from_f32(hvf, fvf, n_in, dtype);
-                if (fvs) cli_convert_from_f32(hvs, fvs, n_vs, dtype);
-                cli_convert_from_f32(hgo, fgo, n_out, dtype);
-            }
         }
         if (!group_err && c->cuda && !c->fatal) {
             bench_progress(c, "backward N = %lld %s: copying the inputs to the device",
@@ -135,10 +124,7 @@ void bench_run_op_backward_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *
                        (hvf && gpu_upload(dvf, hvf, n_in * es, "v (2H heads)")) ||
                        (hvs && gpu_upload(dvs, hvs, n_vs * es, "v (shared)")) ||
                        gpu_upload(dgo, hgo, n_out * es, "dout")) {
-                snprintf(group_msg, sizeof group_msg, "CUDA error: %s", gpu_error());
-                group_err = group_msg;
-                c->fatal = 1;
-                snprintf(c->fatal_msg, sizeof c->fatal_msg, "%s", gpu_error());
+                group_err = bench_cuda_lost(c, group_msg, sizeof group_msg);
             }
         }
         for (int sh = 0; sh < 2; sh++) {
@@ -241,12 +227,8 @@ void bench_run_samel_backward_shape(bench_ctx *c, int64_t l, int64_t n, bench_ro
     }
     if (!lost && c->cuda &&
         (gpu_alloc(&dnorms, sizeof norms, "norms") || gpu_alloc(&dng, sizeof hng, "norm grads") ||
-         gpu_upload(dnorms, norms, sizeof norms, "norms"))) {
-        snprintf(lost_msg, sizeof lost_msg, "CUDA error: %s", gpu_error());
-        lost = lost_msg;
-        c->fatal = 1;
-        snprintf(c->fatal_msg, sizeof c->fatal_msg, "%s", gpu_error());
-    }
+         gpu_upload(dnorms, norms, sizeof norms, "norms")))
+        lost = bench_cuda_lost(c, lost_msg, sizeof lost_msg);
     for (int dt = 0; dt < 3; dt++) {
         if (!o->dtypes[dt]) continue;
         const dswa_dtype dtype = (dswa_dtype)dt;
@@ -268,14 +250,12 @@ void bench_run_samel_backward_shape(bench_ctx *c, int64_t l, int64_t n, bench_ro
             continue;
         }
         if (dtype != DSWA_F32) {
-            hx = cli_malloc(n_x * es);
-            hgo = cli_malloc(n_out * es);
+            hx = bench_converted(fx, n_x, dtype);
+            hgo = bench_converted(fgo, n_out, dtype);
             if (!hx || !hgo) {
                 snprintf(row->msg, sizeof row->msg, "out of host memory for the converted inputs");
                 goto next;
             }
-            cli_convert_from_f32(hx, fx, n_x, dtype);
-            cli_convert_from_f32(hgo, fgo, n_out, dtype);
         }
         const dswa_samel_norm_grads hg = norm_grads(hng), dg = dng ? norm_grads(dng) : hg;
         if (c->cuda) {

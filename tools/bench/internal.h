@@ -186,12 +186,22 @@ int bench_time_cold(bench_ctx *c, bench_row *row, const dswa_problem *p, const v
                     size_t out_bytes);
 /* Records a CUDA failure (`what`, then the CUDA error) in c and the row: returns -1. */
 int bench_cuda_fatal(bench_ctx *c, bench_row *row, const char *what);
+/* Records a CUDA failure before a shape's rows ran (copying their inputs to the device): msg
+   ("CUDA error: ...", for those rows) and c (the remaining rows are not run). Returns msg. */
+const char *bench_cuda_lost(bench_ctx *c, char *msg, size_t msg_len);
 /* The 2 GiB copies in graphs (c->memcpy_graph_gbs, kernel_graph_gbs): 0, or -1 on a failure. */
 int bench_copy_reference(bench_ctx *c);
 
 /* ---- op.c: the op's rows ------------------------------------------------------------------- */
 /* The op at SAME-L's shape with the bench's windows and math; V shared (H heads) or not. */
 dswa_problem bench_same_l_problem(const bench_opts *o, int64_t n, dswa_dtype dtype, int shared);
+/* The op's random normal inputs of a shape (q and k: n * 2 * H * D floats each; v with 2H
+   heads and v shared, H heads: where not NULL), from the bench's seed: the same data for the
+   forward's and the backward's rows. */
+void bench_op_inputs(const bench_opts *o, int64_t n, float *q, float *k, float *vf, float *vs);
+/* A new host copy of n f32 values converted to dtype (cli_free it): the inputs of the rows of
+   other dtypes. NULL out of host memory, or where f is NULL. */
+void *bench_converted(const float *f, size_t n, dswa_dtype dtype);
 /* Every dtype and V layout of one shape; appends to out_rows[*nrow]. */
 void bench_run_op_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_rows, int *nrow);
 

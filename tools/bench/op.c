@@ -25,6 +25,21 @@ dswa_problem bench_same_l_problem(const bench_opts *o, int64_t n, dswa_dtype dty
     return p;
 }
 
+void bench_op_inputs(const bench_opts *o, int64_t n, float *q, float *k, float *vf, float *vs) {
+    const size_t n_in = (size_t)n * 2 * SAME_H * SAME_D, n_vs = (size_t)n * SAME_H * SAME_D;
+    /* Streams per (shape, tensor) so each shape's data is independent of the others. */
+    cli_fill_normal(q, n_in, o->seed, (uint64_t)n * 8 + 0);
+    cli_fill_normal(k, n_in, o->seed, (uint64_t)n * 8 + 1);
+    if (vf) cli_fill_normal(vf, n_in, o->seed, (uint64_t)n * 8 + 2);
+    if (vs) cli_fill_normal(vs, n_vs, o->seed, (uint64_t)n * 8 + 3);
+}
+
+void *bench_converted(const float *f, size_t n, dswa_dtype dtype) {
+    void *h = f ? cli_malloc(n * dswa_dtype_size(dtype)) : NULL;
+    if (h) cli_convert_from_f32(h, f, n, dtype);
+    return h;
+}
+
 /* The op's error on the sampled rows against its float64 reference; then bench_finish_row. */
 static void finish_op_row(const bench_ctx *c, bench_row *row, const dswa_problem *p,
                           const void *hq, const void *hk, const void *hv, const void *hout,
@@ -97,11 +112,7 @@ void bench_run_op_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_rows,
         goto rows_lost;
     }
     nrows = bench_sample_rows(n, o->rows, rows);
-    /* Streams per (shape, tensor) so each shape's data is independent of the others. */
-    cli_fill_normal(fq, n_in, o->seed, (uint64_t)n * 8 + 0);
-    cli_fill_normal(fk, n_in, o->seed, (uint64_t)n * 8 + 1);
-    if (fvf) cli_fill_normal(fvf, n_in, o->seed, (uint64_t)n * 8 + 2);
-    if (fvs) cli_fill_normal(fvs, n_vs, o->seed, (uint64_t)n * 8 + 3);
+    bench_op_inputs(o, n, fq, fk, fvf, fvs);
 
     for (int dt = 0; dt < 3 && !c->fatal; dt++) {
         if (!o->dtypes[dt]) continue;
@@ -113,18 +124,12 @@ void bench_run_op_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_rows,
         if (dtype == DSWA_F32) {
             hq = fq; hk = fk; hvf = fvf; hvs = fvs;
         } else {
-            hq = cli_malloc(n_in * es);
-            hk = cli_malloc(n_in * es);
-            hvf = fvf ? cli_malloc(n_in * es) : NULL;
-            hvs = fvs ? cli_malloc(n_vs * es) : NULL;
-            if (!hq || !hk || (fvf && !hvf) || (fvs && !hvs)) {
+            hq = bench_converted(fq, n_in, dtype);
+            hk = bench_converted(fk, n_in, dtype);
+            hvf = bench_converted(fvf, n_in, dtype);
+            hvs = bench_converted(fvs, n_vs, dtype);
+            if (!hq || !hk || (fvf && !hvf) || (fvs && !hvs))
                 group_err = "out of host memory for the converted inputs";
-            } else {
-                cli_convert_from_f32(hq, fq, n_in, dtype);
-                cli_convert_from_f32(hk, fk, n_in, dtype);
-                if (fvf) cli_convert_from_f32(hvf, fvf, n_in, dtype);
-                if (fvs) cli_convert_from_f32(hvs, fvs, n_vs, dtype);
-            }
         }
         if (!group_err && c->cuda) {
             bench_progress(c, "N = %lld %s: copying the inputs to the device", (long long)n,
@@ -138,10 +143,7 @@ void bench_run_op_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_rows,
             } else if (gpu_upload(dq, hq, n_in * es, "q") || gpu_upload(dk, hk, n_in * es, "k") ||
                        (hvf && gpu_upload(dvf, hvf, n_in * es, "v (2H heads)")) ||
                        (hvs && gpu_upload(dvs, hvs, n_vs * es, "v (shared)"))) {
-                snprintf(group_msg, sizeof group_msg, "CUDA error: %s", gpu_error());
-                group_err = group_msg;
-                c->fatal = 1;
-                snprintf(c->fatal_msg, sizeof c->fatal_msg, "%s", gpu_error());
+                group_err = bench_cuda_lost(c, group_msg, sizeof group_msg);
             }
         }
         for (int sh = 0; sh < 2; sh++) {

@@ -301,6 +301,36 @@ static void print_tables(const bench_ctx *c, const bench_row *rows, int nrow) {
     table_print(&t);
 }
 
+/* Row i of the fused block's or the backward's table: its key (with_v: and V); when timed,
+   time, spread, the copy's (GPU) or the floor's (CPU) ms and %, GB/s, (fwd_bwd: fwd+bwd_ms,)
+   call_ms (GPU) or GFLOP/s (CPU) and rel_err; then its status, a GPU row below the %copy goal
+   (`goal`, named `goal_name`) flagged. */
+static void goal_row(const bench_ctx *c, const bench_row *r, int with_v, int fwd_bwd, double goal,
+                     const char *goal_name, table *t, int i) {
+    char(*s)[32] = t->cell[i], *tail = t->tail[i];
+    const size_t tn = sizeof t->tail[i];
+    const int timed = r->status == ROW_OK || r->status == ROW_FAIL;
+    const int nkey = key_cells(s, r, with_v);
+    int j = nkey;
+    if (timed) {
+        fmt(s[j++], "%.4f", r->time.median);
+        fmt(s[j++], "%.1f%%", spread_pct(&r->time));
+        fmt(s[j++], "%.4f", c->cuda ? r->copy.median : r->floor_ms);
+        fmt(s[j++], "%.1f%%", c->cuda ? r->pct_copy : r->pct_floor);
+        fmt(s[j++], "%.1f", r->gbs);
+        if (fwd_bwd) fmt(s[j++], "%.4f", r->fwd_bwd.median);
+        fmt(s[j++], c->cuda ? "%.4f" : "%.1f", c->cuda ? r->call_ms : r->gflops);
+        fmt(s[j++], "%.2e", r->rel_err);
+    }
+    t->ncells[i] = timed ? j : nkey;
+    status_tail(c, r, tail, tn);
+    if (r->status == ROW_OK && c->cuda && isfinite(r->pct_copy) && r->pct_copy < goal) {
+        const size_t len = strlen(tail);
+        snprintf(tail + len, tn - len, "; below %s: %.1f %% < %.0f %%", goal_name, r->pct_copy,
+                 goal);
+    }
+}
+
 /* The fused block's table: one row per shape and dtype; the goals judged per GPU row. */
 static void print_samel_table(const bench_ctx *c, const bench_row *rows, int nrow) {
     static table t;
@@ -313,30 +343,8 @@ static void print_samel_table(const bench_ctx *c, const bench_row *rows, int nro
     t.ncol = 10;
     for (int j = 0; j < t.ncol; j++) t.head[j] = head[j];
     t.left[2] = 1;
-    for (int i = 0; i < nrow; i++) {
-        const bench_row *r = &rows[i];
-        char(*s)[32] = t.cell[i], *tail = t.tail[i];
-        const size_t tn = sizeof t.tail[i];
-        const int timed = r->status == ROW_OK || r->status == ROW_FAIL;
-        int j = key_cells(s, r, 0);
-        if (timed) {
-            fmt(s[j++], "%.4f", r->time.median);
-            fmt(s[j++], "%.1f%%", spread_pct(&r->time));
-            fmt(s[j++], "%.4f", c->cuda ? r->copy.median : r->floor_ms);
-            fmt(s[j++], "%.1f%%", c->cuda ? r->pct_copy : r->pct_floor);
-            fmt(s[j++], "%.1f", r->gbs);
-            fmt(s[j++], c->cuda ? "%.4f" : "%.1f", c->cuda ? r->call_ms : r->gflops);
-            fmt(s[j++], "%.2e", r->rel_err);
-        }
-        t.ncells[i] = timed ? j : 3;
-        status_tail(c, r, tail, tn);
-        if (r->status == ROW_OK && c->cuda && isfinite(r->pct_copy) &&
-            r->pct_copy < SAMEL_GOAL_PCT_COPY) {
-            const size_t len = strlen(tail);
-            snprintf(tail + len, tn - len, "; below goal (a): %.1f %% < %.0f %%", r->pct_copy,
-                     SAMEL_GOAL_PCT_COPY);
-        }
-    }
+    for (int i = 0; i < nrow; i++)
+        goal_row(c, &rows[i], 0, 0, SAMEL_GOAL_PCT_COPY, "goal (a)", &t, i);
     t.nrow = nrow;
     printf("\n");
     table_print(&t);
@@ -358,31 +366,8 @@ static void print_backward_table(const bench_ctx *c, const bench_row *rows, int 
     t.ncol = with_v ? 12 : 11;
     t.left[2] = 1;
     t.left[3] = with_v;
-    for (int i = 0; i < nrow; i++) {
-        const bench_row *r = &rows[i];
-        char(*s)[32] = t.cell[i], *tail = t.tail[i];
-        const size_t tn = sizeof t.tail[i];
-        const int timed = r->status == ROW_OK || r->status == ROW_FAIL;
-        int j = key_cells(s, r, with_v);
-        if (timed) {
-            fmt(s[j++], "%.4f", r->time.median);
-            fmt(s[j++], "%.1f%%", spread_pct(&r->time));
-            fmt(s[j++], "%.4f", c->cuda ? r->copy.median : r->floor_ms);
-            fmt(s[j++], "%.1f%%", c->cuda ? r->pct_copy : r->pct_floor);
-            fmt(s[j++], "%.1f", r->gbs);
-            fmt(s[j++], "%.4f", r->fwd_bwd.median);
-            fmt(s[j++], c->cuda ? "%.4f" : "%.1f", c->cuda ? r->call_ms : r->gflops);
-            fmt(s[j++], "%.2e", r->rel_err);
-        }
-        t.ncells[i] = timed ? j : (with_v ? 4 : 3);
-        status_tail(c, r, tail, tn);
-        if (r->status == ROW_OK && c->cuda && isfinite(r->pct_copy) &&
-            r->pct_copy < BWD_GOAL_PCT_COPY) {
-            const size_t len = strlen(tail);
-            snprintf(tail + len, tn - len, "; below the goal: %.1f %% < %.0f %%", r->pct_copy,
-                     BWD_GOAL_PCT_COPY);
-        }
-    }
+    for (int i = 0; i < nrow; i++)
+        goal_row(c, &rows[i], with_v, 1, BWD_GOAL_PCT_COPY, "the goal", &t, i);
     t.nrow = nrow;
     printf("\n");
     table_print(&t);

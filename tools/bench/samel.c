@@ -190,12 +190,8 @@ void bench_run_samel_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_ro
     }
     if (!lost && c->cuda) {
         if (gpu_alloc(&dnorms, sizeof norms, "norms") ||
-            gpu_upload(dnorms, norms, sizeof norms, "norms")) {
-            snprintf(lost_msg, sizeof lost_msg, "CUDA error: %s", gpu_error());
-            lost = lost_msg;
-            c->fatal = 1;
-            snprintf(c->fatal_msg, sizeof c->fatal_msg, "%s", gpu_error());
-        }
+            gpu_upload(dnorms, norms, sizeof norms, "norms"))
+            lost = bench_cuda_lost(c, lost_msg, sizeof lost_msg);
     }
     for (int dt = 0; dt < 3; dt++) {
         if (!o->dtypes[dt]) continue;
@@ -214,12 +210,11 @@ void bench_run_samel_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_ro
             goto next;
         }
         if (dtype != DSWA_F32) {
-            if (!(hx = cli_malloc(n_x * es))) {
+            if (!(hx = bench_converted(fx, n_x, dtype))) {
                 snprintf(row->msg, sizeof row->msg, "out of host memory for the converted inputs");
                 hx = fx;
                 goto next;
             }
-            cli_convert_from_f32(hx, fx, n_x, dtype);
         }
         if (c->cuda) {
             bench_progress(c, "samel N = %lld %s: copying the input to the device", (long long)n,

@@ -52,14 +52,15 @@ int bench_sample_rows(int64_t n, int want, int32_t *rows) {
     return m;
 }
 
-/* Scans the output (`total` elements, dense) for the poison pattern; fills the metrics and
-   judges the row by its error (row->rel_err against row->tol, set by the caller). */
-void bench_finish_row(const bench_ctx *c, bench_row *row, dswa_dtype dtype, int64_t total,
-                      const void *hout) {
+/* Scans `total` elements of buf (dense: the output, or the gradients, named by `what`) for the
+   poison pattern; fills the metrics and judges the row by its error (row->rel_err against
+   row->tol, set by the caller; a NaN rel_err passes when `unchecked_ok`: not checked). */
+static void finish_row(const bench_ctx *c, bench_row *row, dswa_dtype dtype, int64_t total,
+                       const void *buf, const char *what, int unchecked_ok) {
     const double ms = row->time.median;
     int64_t unwritten = 0;
 #pragma omp parallel for reduction(+ : unwritten) schedule(static)
-    for (int64_t i = 0; i < total; i++) unwritten += cli_is_poison(hout, i, dtype);
+    for (int64_t i = 0; i < total; i++) unwritten += cli_is_poison(buf, i, dtype);
     row->unwritten = unwritten;
     row->gbs = row->min_bytes / (ms * 1e-3) / 1e9;
     row->pct_floor = 100.0 * row->floor_ms / ms;
@@ -67,15 +68,20 @@ void bench_finish_row(const bench_ctx *c, bench_row *row, dswa_dtype dtype, int6
     row->gflops_core = row->gflops / c->threads;
     if (unwritten > 0) {
         row->status = ROW_FAIL;
-        snprintf(row->msg, sizeof row->msg, "%lld output elements still hold the poison "
-                 "pattern", (long long)unwritten);
-    } else if (!(row->rel_err <= row->tol)) {
+        snprintf(row->msg, sizeof row->msg, "%lld %s elements still hold the poison pattern",
+                 (long long)unwritten, what);
+    } else if (!(unchecked_ok && isnan(row->rel_err)) && !(row->rel_err <= row->tol)) {
         row->status = ROW_FAIL;
         snprintf(row->msg, sizeof row->msg, "relative error %.3g above the tolerance %.0e",
                  row->rel_err, row->tol);
     } else {
         row->status = ROW_OK;
     }
+}
+
+void bench_finish_row(const bench_ctx *c, bench_row *row, dswa_dtype dtype, int64_t total,
+                      const void *hout) {
+    finish_row(c, row, dtype, total, hout, "output", 0);
 }
 
 void bench_init_row(const bench_ctx *c, bench_row *row, int64_t l, int64_t n,
@@ -190,6 +196,13 @@ int bench_cuda_fatal(bench_ctx *c, bench_row *row, const char *what) {
     row->status = ROW_ERROR;
     snprintf(row->msg, sizeof row->msg, "CUDA error: %.300s", c->fatal_msg);
     return -1;
+}
+
+const char *bench_cuda_lost(bench_ctx *c, char *msg, size_t msg_len) {
+    snprintf(msg, msg_len, "CUDA error: %s", gpu_error());
+    c->fatal = 1;
+    snprintf(c->fatal_msg, sizeof c->fatal_msg, "%s", gpu_error());
+    return msg;
 }
 
 /* A library call (`what`) refused the row or failed; DSWA_ERR_CUDA is fatal. Returns 0 or -1. */
@@ -342,26 +355,7 @@ double bench_backward_tolerance(dswa_dtype dtype) { return dtype == DSWA_F32 ? 1
 
 void bench_finish_backward_row(const bench_ctx *c, bench_row *row, dswa_dtype dtype,
                                int64_t total, const void *hgrad) {
-    const double ms = row->time.median;
-    int64_t unwritten = 0;
-#pragma omp parallel for reduction(+ : unwritten) schedule(static)
-    for (int64_t i = 0; i < total; i++) unwritten += cli_is_poison(hgrad, i, dtype);
-    row->unwritten = unwritten;
-    row->gbs = row->min_bytes / (ms * 1e-3) / 1e9;
-    row->pct_floor = 100.0 * row->floor_ms / ms;
-    row->gflops = row->flops / (ms * 1e-3) / 1e9;
-    row->gflops_core = row->gflops / c->threads;
-    if (unwritten > 0) {
-        row->status = ROW_FAIL;
-        snprintf(row->msg, sizeof row->msg, "%lld gradient elements still hold the poison "
-                 "pattern", (long long)unwritten);
-    } else if (!isnan(row->rel_err) && !(row->rel_err <= row->tol)) {
-        row->status = ROW_FAIL;
-        snprintf(row->msg, sizeof row->msg, "relative error %.3g above the tolerance %.0e",
-                 row->rel_err, row->tol);
-    } else {
-        row->status = ROW_OK;
-    }
+    finish_row(c, row, dtype, total, hgrad, "gradient", 1);
 }
 
 /* The row's same-size copy (min_bytes read + written) and % of it. -1 after a CUDA failure. */
