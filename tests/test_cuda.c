@@ -19,6 +19,7 @@
 int main(void) { tu_skip("dswa was built without CUDA"); }
 #else
 #include "cuda_check.h"
+#include "cuda_dev.h"
 
 static uint64_t seed = 77000;
 static int small_only = 0;
@@ -35,11 +36,7 @@ typedef struct gpu_case {
 } gpu_case;
 
 static void *to_device(const void *h, int64_t elems, dswa_dtype t) {
-    void *d = NULL;
-    const size_t bytes = (size_t)elems * tu_dtype_size(t);
-    CU(cudaMalloc(&d, bytes));
-    CU(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
-    return d;
+    return tu_dev_from_host(h, (size_t)elems * tu_dtype_size(t));
 }
 
 static gpu_case case_new(const dswa_problem *p) {
@@ -442,11 +439,7 @@ int main(int argc, char **argv) {
     printf("rows compared with the reference: %s (sample seed %llu: DSWA_TEST_SEED=%llu repeats it)\n",
            long_mode ? "all (DSWA_TEST_LONG)" : "a sample of each large problem", (unsigned long long)sample_seed,
            (unsigned long long)sample_seed);
-    struct cudaDeviceProp prop;
-    int dev = 0;
-    CU(cudaGetDevice(&dev));
-    CU(cudaGetDeviceProperties(&prop, dev));
-    printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    tu_print_device();
     test_refusals();
     test_unit_strides();
     test_small();

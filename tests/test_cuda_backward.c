@@ -22,47 +22,24 @@
 int main(void) { tu_skip("dswa was built without CUDA"); }
 #else
 #include "cuda_check.h"
+#include "cuda_dev.h"
 
 static tu_rng rng;
-
-/* The device copy of a host pointer inside one of the regions (NULL stays NULL). */
-static void *on_device(const void *h, const tu_region *r, void *const *dev, int n) {
-    if (!h) return NULL;
-    for (int i = 0; i < n; i++)
-        if ((const char *)h >= (const char *)r[i].base && (const char *)h < (const char *)r[i].base + r[i].bytes)
-            return (char *)dev[i] + ((const char *)h - (const char *)r[i].base);
-    fprintf(stderr, "test_cuda_backward: pointer %p is in no region\n", h);
-    exit(1);
-}
 
 /* dswa_backward_cuda on host buffers: every region copied to the device and back around the
    call, with a workspace of the size the library asks for, poisoned (it needs no init). */
 static dswa_status gpu_backward(const dswa_backward_problem *p, const void *q, const void *k,
                                 const void *v, const void *dout, void *dq, void *dk, void *dv,
                                 float *dlambda, const tu_region *r, int n) {
-    void *dev[16];
-    if (n > 16) abort();
-    for (int i = 0; i < n; i++) {
-        CU(cudaMalloc(&dev[i], r[i].bytes));
-        CU(cudaMemcpy(dev[i], r[i].base, r[i].bytes, cudaMemcpyHostToDevice));
-    }
+    tu_dev_regions d = tu_regions_to_device(r, n);
     const size_t wsb = dswa_backward_workspace_bytes(p);
-    void *ws = NULL;
-    if (wsb) {
-        CU(cudaMalloc(&ws, wsb));
-        CU(cudaMemset(ws, 0xff, wsb));
-    }
-    const dswa_status s = dswa_backward_cuda(p, on_device(q, r, dev, n), on_device(k, r, dev, n),
-                                             on_device(v, r, dev, n), on_device(dout, r, dev, n),
-                                             on_device(dq, r, dev, n), on_device(dk, r, dev, n),
-                                             on_device(dv, r, dev, n), on_device(dlambda, r, dev, n),
+    void *ws = tu_dev_poisoned(wsb);
+    const dswa_status s = dswa_backward_cuda(p, tu_regions_at(&d, q), tu_regions_at(&d, k),
+                                             tu_regions_at(&d, v), tu_regions_at(&d, dout),
+                                             tu_regions_at(&d, dq), tu_regions_at(&d, dk),
+                                             tu_regions_at(&d, dv), tu_regions_at(&d, dlambda),
                                              ws, wsb, NULL);
-    CU(cudaGetLastError());
-    CU(cudaDeviceSynchronize());
-    for (int i = 0; i < n; i++) {
-        CU(cudaMemcpy(r[i].base, dev[i], r[i].bytes, cudaMemcpyDeviceToHost));
-        CU(cudaFree(dev[i]));
-    }
+    tu_regions_back(&d);
     if (ws) CU(cudaFree(ws));
     return s;
 }
@@ -108,8 +85,7 @@ static dev_case dev_new(const dswa_backward_problem *bp) {
         const int64_t n = dswa_view_span(f, il[t], t == 3 ? 1 : 2);
         c.in_bytes[t] = (size_t)n * es;
         void *h = tu_bwd_new_buf(&rng, n, f->dtype);
-        CU(cudaMalloc(&c.in[t], c.in_bytes[t]));
-        CU(cudaMemcpy(c.in[t], h, c.in_bytes[t], cudaMemcpyHostToDevice));
+        c.in[t] = tu_dev_from_host(h, c.in_bytes[t]);
         tu_free(h);
     }
     for (int t = 0; t < 3; t++) {
@@ -131,28 +107,21 @@ static void dev_free(dev_case *c) {
     CU(cudaFree(c->dl));
 }
 
-static dswa_status dev_run(dev_case *c, cudaStream_t s) {
+/* The call on a dev_case's buffers, on stream s. */
+static dswa_status dev_run(void *ctx, cudaStream_t s) {
+    const dev_case *c = ctx;
     return dswa_backward_cuda(&c->bp, c->in[0], c->in[1], c->in[2], c->in[3], c->g[0], c->g[1],
                               c->g[2], c->dl, c->ws, c->ws_bytes, s);
 }
 
-static dswa_status dev_run_ctx(void *c, cudaStream_t s) { return dev_run(c, s); }
-
-/* dq, dk, dv and dlambda as one host block. */
-static char *dev_fetch(const dev_case *c) {
-    const size_t total = c->g_bytes[0] + c->g_bytes[1] + c->g_bytes[2] + sizeof(float);
-    char *h = malloc(total), *at = h;
-    if (!h) abort();
-    for (int t = 0; t < 3; t++) {
-        CU(cudaMemcpy(at, c->g[t], c->g_bytes[t], cudaMemcpyDeviceToHost));
-        at += c->g_bytes[t];
-    }
-    CU(cudaMemcpy(at, c->dl, sizeof(float), cudaMemcpyDeviceToHost));
-    return h;
-}
-
-static size_t dev_out_bytes(const dev_case *c) {
-    return c->g_bytes[0] + c->g_bytes[1] + c->g_bytes[2] + sizeof(float);
+/* The call on c's buffers for the shared device checks: q, k, v and dout in; dq, dk, dv and
+   dlambda out (fetched as one host block in that order). */
+static tu_dev_op dev_op(dev_case *c) {
+    tu_dev_op op = {.run = dev_run, .ctx = c, .n_in = 4, .n_out = 4, .ws = {c->ws, c->ws_bytes}};
+    for (int t = 0; t < 4; t++) op.in[t] = (tu_dbuf){c->in[t], c->in_bytes[t]};
+    for (int t = 0; t < 3; t++) op.out[t] = (tu_dbuf){c->g[t], c->g_bytes[t]};
+    op.out[3] = (tu_dbuf){c->dl, sizeof(float)};
+    return op;
 }
 
 /* Two runs, the workspace poisoned differently before each: bitwise equal results. The
@@ -162,34 +131,12 @@ static void test_determinism(void) {
     for (int t = 0; t < 3; t++) {
         dswa_backward_problem bp = problem(1, 4352, 24, 17, 17, (dswa_dtype)t, 1);
         dev_case c = dev_new(&bp);
-        char *first = NULL;
-        int same = 1;
-        for (int r = 0; r < 2; r++) {
-            CU(cudaMemset(c.ws, r ? 0x00 : 0xff, c.ws_bytes));
-            CHECK(dev_run(&c, NULL) == DSWA_OK, "run %d: %s", r, dswa_last_error());
-            CU(cudaDeviceSynchronize());
-            char *h = dev_fetch(&c);
-            if (r == 0) first = h;
-            else {
-                same = memcmp(first, h, dev_out_bytes(&c)) == 0;
-                free(h);
-            }
-        }
+        const tu_dev_op op = dev_op(&c);
+        const int same = tu_dev_two_runs_equal(&op);
         CHECK(same, "%s: two runs differ", dswa_dtype_name(bp.fwd.dtype));
-        cudaEvent_t e0, e1;
-        CU(cudaEventCreate(&e0));
-        CU(cudaEventCreate(&e1));
-        CU(cudaEventRecord(e0, NULL));
-        CHECK(dev_run(&c, NULL) == DSWA_OK, "timed run: %s", dswa_last_error());
-        CU(cudaEventRecord(e1, NULL));
-        CU(cudaEventSynchronize(e1));
-        float ms = 0;
-        CU(cudaEventElapsedTime(&ms, e0, e1));
+        const float ms = tu_dev_time_ms(&op, 1);
         printf("  %-4s SAME-L B=1 N=4352 H=24 shared V: two runs %s; one call %.3f ms\n",
                dswa_dtype_name(bp.fwd.dtype), same ? "bitwise equal" : "DIFFER", ms);
-        CU(cudaEventDestroy(e0));
-        CU(cudaEventDestroy(e1));
-        free(first);
         dev_free(&c);
     }
 }
@@ -197,53 +144,12 @@ static void test_determinism(void) {
 /* One call captured in a graph on a non-blocking stream; replays with fresh inputs copied
    into the captured buffers (and the outputs poisoned) equal the eager results bitwise. */
 static void test_graph(void) {
-    enum { SETS = 3, REPLAYS = 12 };
     printf("CUDA graph\n");
     dswa_backward_problem bp = problem(2, 300, 3, 17, 9, DSWA_BF16, 1);
     dev_case c = dev_new(&bp);
-    cudaStream_t s;
-    CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    void *sets[SETS][4];
-    char *expect[SETS];
-    for (int i = 0; i < SETS; i++) {
-        for (int t = 0; t < 4; t++) {
-            void *h = tu_bwd_new_buf(&rng, (int64_t)(c.in_bytes[t] / 2), bp.fwd.dtype);
-            CU(cudaMalloc(&sets[i][t], c.in_bytes[t]));
-            CU(cudaMemcpy(sets[i][t], h, c.in_bytes[t], cudaMemcpyHostToDevice));
-            tu_free(h);
-            CU(cudaMemcpyAsync(c.in[t], sets[i][t], c.in_bytes[t], cudaMemcpyDeviceToDevice, s));
-        }
-        CHECK(dev_run(&c, s) == DSWA_OK, "eager set %d: %s", i, dswa_last_error());
-        CU(cudaStreamSynchronize(s));
-        expect[i] = dev_fetch(&c);
-    }
-    cudaGraph_t graph;
-    dswa_status st;
-    cudaGraphExec_t exec = tu_capture(s, dev_run_ctx, &c, &graph, &st);
-    CHECK(st == DSWA_OK, "call during capture: %s", dswa_last_error());
-    int bad = 0;
-    for (int r = 0; r < REPLAYS; r++) {
-        const int i = (r * 2 + 1) % SETS;
-        for (int t = 0; t < 4; t++)
-            CU(cudaMemcpyAsync(c.in[t], sets[i][t], c.in_bytes[t], cudaMemcpyDeviceToDevice, s));
-        for (int t = 0; t < 3; t++) CU(cudaMemsetAsync(c.g[t], 0xff, c.g_bytes[t], s));
-        CU(cudaMemsetAsync(c.dl, 0xff, sizeof(float), s));
-        CU(cudaGraphLaunch(exec, s));
-        CU(cudaStreamSynchronize(s));
-        char *h = dev_fetch(&c);
-        bad += memcmp(h, expect[i], dev_out_bytes(&c)) != 0;
-        free(h);
-    }
-    CHECK(bad == 0, "%d of %d graph replays differ from the eager results", bad, REPLAYS);
-    printf("  %d replays with fresh inputs, %d differ from the eager results\n", REPLAYS, bad);
-    for (int i = 0; i < SETS; i++) {
-        for (int t = 0; t < 4; t++) CU(cudaFree(sets[i][t]));
-        free(expect[i]);
-    }
+    const tu_dev_op op = dev_op(&c);
+    tu_dev_graph_check(&op, &rng, bp.fwd.dtype, 0);
     dev_free(&c);
-    CU(cudaGraphExecDestroy(exec));
-    CU(cudaGraphDestroy(graph));
-    CU(cudaStreamDestroy(s));
 }
 
 /* What dswa_backward_cuda refuses, with the status and a message naming the field; no byte of
@@ -282,17 +188,11 @@ static void test_refusals(void) {
         }
         const dswa_status st = dswa_backward_cuda(&r[i].p, q, c.in[1], c.in[2], c.in[3], dq, c.g[1],
                                                   c.g[2], dl, ws, wsb, NULL);
-        CHECK(st == r[i].want && strstr(dswa_last_error(), r[i].needle),
-              "%s: status %s, want %s; message \"%s\" (wanted \"%s\")", r[i].what,
-              dswa_status_string(st), dswa_status_string(r[i].want), dswa_last_error(), r[i].needle);
-        printf("  %-34s -> %s\n", r[i].what, dswa_last_error());
+        tu_check_refusal(r[i].what, 34, st, r[i].want, r[i].needle);
     }
-    CU(cudaDeviceSynchronize());
-    char *h = dev_fetch(&c);
-    size_t touched = 0;
-    for (size_t i = 0; i < dev_out_bytes(&c); i++) touched += (unsigned char)h[i] != 0xff;
+    const tu_dev_op op = dev_op(&c);
+    const size_t touched = tu_dev_out_changed(&op);
     CHECK(touched == 0, "refused calls changed %zu bytes of the gradients or dlambda", touched);
-    free(h);
 
     /* an empty problem: valid with NULL pointers, writes dlambda = 0 only */
     dswa_backward_problem e = bp;
@@ -316,11 +216,7 @@ int main(void) {
         tu_skip("no GPU (%s)", dswa_last_error()); /* the library's reason */
     }
     tu_rng_init(&rng, tu_test_seed());
-    struct cudaDeviceProp prop;
-    int dev = 0;
-    CU(cudaGetDevice(&dev));
-    CU(cudaGetDeviceProperties(&prop, dev));
-    printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    tu_print_device();
     test_refusals();
     tu_backward_cases(gpu_backward, "CUDA", &rng);
     test_large();

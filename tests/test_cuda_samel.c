@@ -779,11 +779,7 @@ int main(int argc, char **argv) {
     if (host_mode) {
         printf("--host: dswa_samel_forward_cpu on host memory (the test's own check; no graph)\n");
     } else {
-        struct cudaDeviceProp prop;
-        int dev = 0;
-        CU(cudaGetDevice(&dev));
-        CU(cudaGetDeviceProperties(&prop, dev));
-        printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+        tu_print_device();
     }
     static const struct { const char *name; void (*fn)(void); } parts[] = {
         {"self-check", test_self_check}, {"cases", test_cases}, {"NaN and inf", test_nonfinite},

@@ -68,10 +68,7 @@ static void workspace_refusals(const refusal_bufs *rb) {
         default: break;
         }
         const dswa_status st = dswa_samel_backward_cuda(&p, rb->x, rb->dout, dx, &h, ws, wsb, NULL);
-        CHECK(st == r[i].want && strstr(dswa_last_error(), r[i].needle),
-              "%s: status %s, want %s; message \"%s\" (wanted \"%s\")", r[i].what,
-              dswa_status_string(st), dswa_status_string(r[i].want), dswa_last_error(), r[i].needle);
-        printf("  %-38s -> %s\n", r[i].what, dswa_last_error());
+        tu_check_refusal(r[i].what, 38, st, r[i].want, r[i].needle);
     }
     CHECK(dswa_samel_backward_workspace_bytes(NULL) == 0, "workspace bytes of NULL: not 0");
     dswa_samel_backward_problem e = rb->bp;
@@ -132,18 +129,9 @@ int main(void) {
 }
 #else
 #include "cuda_check.h"
+#include "cuda_dev.h"
 
 /* ---- the shared cases through the GPU --------------------------------------------------- */
-
-/* The device copy of a host pointer inside one of the regions (NULL stays NULL). */
-static void *on_device(const void *h, const tu_region *r, void *const *dev, int n) {
-    if (!h) return NULL;
-    for (int i = 0; i < n; i++)
-        if ((const char *)h >= (const char *)r[i].base && (const char *)h < (const char *)r[i].base + r[i].bytes)
-            return (char *)dev[i] + ((const char *)h - (const char *)r[i].base);
-    fprintf(stderr, "test_cuda_samel_backward: pointer %p is in no region\n", h);
-    exit(1);
-}
 
 /* dswa_samel_backward_cuda on host buffers: every region copied to the device and back around
    the call (the norms' weights and g's pointers mapped too), with a workspace of the size the
@@ -151,42 +139,28 @@ static void *on_device(const void *h, const tu_region *r, void *const *dev, int 
 static dswa_status gpu_backward(const dswa_samel_backward_problem *p, const void *qkv,
                                 const void *dout, void *dqkv, const dswa_samel_norm_grads *g,
                                 const tu_region *r, int n) {
-    void *dev[16];
-    if (n > 16) abort();
-    for (int i = 0; i < n; i++) {
-        CU(cudaMalloc(&dev[i], r[i].bytes));
-        CU(cudaMemcpy(dev[i], r[i].base, r[i].bytes, cudaMemcpyHostToDevice));
-    }
+    tu_dev_regions dev = tu_regions_to_device(r, n);
     dswa_samel_backward_problem d = *p;
     dswa_samel_norm *nm[2] = {&d.fwd.q_norm, &d.fwd.k_norm};
     for (int t = 0; t < 2; t++) {
-        nm[t]->gamma = on_device(nm[t]->gamma, r, dev, n);
-        nm[t]->beta = on_device(nm[t]->beta, r, dev, n);
+        nm[t]->gamma = tu_regions_at(&dev, nm[t]->gamma);
+        nm[t]->beta = tu_regions_at(&dev, nm[t]->beta);
     }
     dswa_samel_norm_grads dg;
     if (g) {
         const dswa_samel_norm_grad *hs[2] = {&g->q_norm, &g->k_norm};
         dswa_samel_norm_grad *ds[2] = {&dg.q_norm, &dg.k_norm};
         for (int t = 0; t < 2; t++) {
-            ds[t]->dalpha = on_device(hs[t]->dalpha, r, dev, n);
-            ds[t]->dgamma = on_device(hs[t]->dgamma, r, dev, n);
-            ds[t]->dbeta = on_device(hs[t]->dbeta, r, dev, n);
+            ds[t]->dalpha = tu_regions_at(&dev, hs[t]->dalpha);
+            ds[t]->dgamma = tu_regions_at(&dev, hs[t]->dgamma);
+            ds[t]->dbeta = tu_regions_at(&dev, hs[t]->dbeta);
         }
     }
     const size_t wsb = dswa_samel_backward_workspace_bytes(p);
-    void *ws = NULL;
-    if (wsb) {
-        CU(cudaMalloc(&ws, wsb));
-        CU(cudaMemset(ws, 0xff, wsb));
-    }
-    const dswa_status s = dswa_samel_backward_cuda(&d, on_device(qkv, r, dev, n), on_device(dout, r, dev, n),
-                                                   on_device(dqkv, r, dev, n), g ? &dg : NULL, ws, wsb, NULL);
-    CU(cudaGetLastError());
-    CU(cudaDeviceSynchronize());
-    for (int i = 0; i < n; i++) {
-        CU(cudaMemcpy(r[i].base, dev[i], r[i].bytes, cudaMemcpyDeviceToHost));
-        CU(cudaFree(dev[i]));
-    }
+    void *ws = tu_dev_poisoned(wsb);
+    const dswa_status s = dswa_samel_backward_cuda(&d, tu_regions_at(&dev, qkv), tu_regions_at(&dev, dout),
+                                                   tu_regions_at(&dev, dqkv), g ? &dg : NULL, ws, wsb, NULL);
+    tu_regions_back(&dev);
     if (ws) CU(cudaFree(ws));
     return s;
 }
@@ -233,16 +207,13 @@ static dev_case dev_new(const dswa_samel_backward_problem *bp) {
     c.dx_bytes = (size_t)tu_sbwd_packed_elems(f, &c.bp.dqkv) * es;
     c.gr_bytes = sizeof(float) * 2 * (1 + 2 * (size_t)D);
     void *h = tu_bwd_new_buf(&rng, nx, f->dtype);
-    CU(cudaMalloc(&c.x, c.x_bytes));
-    CU(cudaMemcpy(c.x, h, c.x_bytes, cudaMemcpyHostToDevice));
+    c.x = tu_dev_from_host(h, c.x_bytes);
     tu_free(h);
     h = tu_bwd_new_buf(&rng, nd, f->dtype);
-    CU(cudaMalloc(&c.dout, c.dout_bytes));
-    CU(cudaMemcpy(c.dout, h, c.dout_bytes, cudaMemcpyHostToDevice));
+    c.dout = tu_dev_from_host(h, c.dout_bytes);
     tu_free(h);
     float *w = tu_sbwd_norms_new(&rng, f);
-    CU(cudaMalloc((void **)&c.w, 4 * (size_t)D * sizeof(float)));
-    CU(cudaMemcpy(c.w, w, 4 * (size_t)D * sizeof(float), cudaMemcpyHostToDevice));
+    c.w = tu_dev_from_host(w, 4 * (size_t)D * sizeof(float));
     free(w);
     f->q_norm.gamma = c.w; f->q_norm.beta = c.w + D;
     f->k_norm.gamma = c.w + 2 * D; f->k_norm.beta = c.w + 3 * D;
@@ -261,20 +232,20 @@ static void dev_free(dev_case *c) {
     CU(cudaFree(c->ws)); CU(cudaFree(c->w)); CU(cudaFree(c->gr));
 }
 
-static dswa_status dev_run(dev_case *c, cudaStream_t s) {
+/* The call on a dev_case's buffers, on stream s. */
+static dswa_status dev_run(void *ctx, cudaStream_t s) {
+    const dev_case *c = ctx;
     return dswa_samel_backward_cuda(&c->bp, c->x, c->dout, c->dx, &c->g, c->ws, c->ws_bytes, s);
 }
 
-static dswa_status dev_run_ctx(void *c, cudaStream_t s) { return dev_run(c, s); }
-
-/* dqkv and g's floats as one host block. */
-static size_t dev_out_bytes(const dev_case *c) { return c->dx_bytes + c->gr_bytes; }
-static char *dev_fetch(const dev_case *c) {
-    char *h = malloc(dev_out_bytes(c));
-    if (!h) abort();
-    CU(cudaMemcpy(h, c->dx, c->dx_bytes, cudaMemcpyDeviceToHost));
-    CU(cudaMemcpy(h + c->dx_bytes, c->gr, c->gr_bytes, cudaMemcpyDeviceToHost));
-    return h;
+/* The call on c's buffers for the shared device checks: x and dout in (the norms' weights
+   stay); dqkv and g's floats out (fetched as one host block in that order). */
+static tu_dev_op dev_op(dev_case *c) {
+    const tu_dev_op op = {.run = dev_run, .ctx = c,
+                          .in = {{c->x, c->x_bytes}, {c->dout, c->dout_bytes}}, .n_in = 2,
+                          .out = {{c->dx, c->dx_bytes}, {c->gr, c->gr_bytes}}, .n_out = 2,
+                          .ws = {c->ws, c->ws_bytes}};
+    return op;
 }
 
 static dswa_samel_backward_problem same_l(dswa_dtype dt) {
@@ -293,36 +264,13 @@ static void test_determinism(void) {
     for (int t = 0; t < 3; t++) {
         const dswa_samel_backward_problem bp = same_l((dswa_dtype)t);
         dev_case c = dev_new(&bp);
-        char *first = NULL;
-        int same = 1;
-        for (int r = 0; r < 2; r++) {
-            CU(cudaMemset(c.ws, r ? 0x00 : 0xff, c.ws_bytes));
-            CHECK(dev_run(&c, NULL) == DSWA_OK, "run %d: %s", r, dswa_last_error());
-            CU(cudaDeviceSynchronize());
-            char *h = dev_fetch(&c);
-            if (r == 0) first = h;
-            else {
-                same = memcmp(first, h, dev_out_bytes(&c)) == 0;
-                free(h);
-            }
-        }
+        const tu_dev_op op = dev_op(&c);
+        const int same = tu_dev_two_runs_equal(&op);
         CHECK(same, "%s: two runs differ", dswa_dtype_name(bp.fwd.dtype));
-        cudaEvent_t e0, e1;
-        CU(cudaEventCreate(&e0));
-        CU(cudaEventCreate(&e1));
-        CU(cudaEventRecord(e0, NULL));
-        for (int r = 0; r < TIMED; r++)
-            CHECK(dev_run(&c, NULL) == DSWA_OK, "timed run: %s", dswa_last_error());
-        CU(cudaEventRecord(e1, NULL));
-        CU(cudaEventSynchronize(e1));
-        float ms = 0;
-        CU(cudaEventElapsedTime(&ms, e0, e1));
+        const float ms = tu_dev_time_ms(&op, TIMED);
         printf("  %-4s SAME-L B=1 N=4352 H=24 D=64 W=17/17 rot=32: two runs %s; one call %.3f ms "
                "(mean of %d); workspace %.1f MB\n", dswa_dtype_name(bp.fwd.dtype),
                same ? "bitwise equal" : "DIFFER", ms / TIMED, TIMED, c.ws_bytes / 1e6);
-        CU(cudaEventDestroy(e0));
-        CU(cudaEventDestroy(e1));
-        free(first);
         dev_free(&c);
     }
 }
@@ -330,7 +278,6 @@ static void test_determinism(void) {
 /* One call captured in a graph on a non-blocking stream; replays with fresh inputs copied into
    the captured buffers (and the outputs poisoned) equal the eager results bitwise. */
 static void test_graph(void) {
-    enum { SETS = 3, REPLAYS = 12 };
     printf("CUDA graph\n");
     dswa_samel_problem f = dswa_samel_problem_default(2, 300, 3);
     f.dtype = DSWA_BF16;
@@ -338,52 +285,9 @@ static void test_graph(void) {
     f.pos_offset = 7;
     const dswa_samel_backward_problem bp = dswa_samel_backward_problem_default(&f);
     dev_case c = dev_new(&bp);
-    cudaStream_t s;
-    CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    void *sets[SETS][2];
-    const size_t bytes[2] = {c.x_bytes, c.dout_bytes};
-    void *const dst[2] = {c.x, c.dout};
-    char *expect[SETS];
-    for (int i = 0; i < SETS; i++) {
-        for (int t = 0; t < 2; t++) {
-            void *h = tu_bwd_new_buf(&rng, (int64_t)(bytes[t] / 2), bp.fwd.dtype);
-            CU(cudaMalloc(&sets[i][t], bytes[t]));
-            CU(cudaMemcpy(sets[i][t], h, bytes[t], cudaMemcpyHostToDevice));
-            tu_free(h);
-            CU(cudaMemcpyAsync(dst[t], sets[i][t], bytes[t], cudaMemcpyDeviceToDevice, s));
-        }
-        CHECK(dev_run(&c, s) == DSWA_OK, "eager set %d: %s", i, dswa_last_error());
-        CU(cudaStreamSynchronize(s));
-        expect[i] = dev_fetch(&c);
-    }
-    cudaGraph_t graph;
-    dswa_status st;
-    cudaGraphExec_t exec = tu_capture(s, dev_run_ctx, &c, &graph, &st);
-    CHECK(st == DSWA_OK, "call during capture: %s", dswa_last_error());
-    int bad = 0;
-    for (int r = 0; r < REPLAYS; r++) {
-        const int i = (r * 2 + 1) % SETS;
-        for (int t = 0; t < 2; t++)
-            CU(cudaMemcpyAsync(dst[t], sets[i][t], bytes[t], cudaMemcpyDeviceToDevice, s));
-        CU(cudaMemsetAsync(c.dx, 0xff, c.dx_bytes, s));
-        CU(cudaMemsetAsync(c.gr, 0xff, c.gr_bytes, s));
-        CU(cudaMemsetAsync(c.ws, r & 1 ? 0x00 : 0xff, c.ws_bytes, s));
-        CU(cudaGraphLaunch(exec, s));
-        CU(cudaStreamSynchronize(s));
-        char *h = dev_fetch(&c);
-        bad += memcmp(h, expect[i], dev_out_bytes(&c)) != 0;
-        free(h);
-    }
-    CHECK(bad == 0, "%d of %d graph replays differ from the eager results", bad, REPLAYS);
-    printf("  %d replays with fresh inputs, %d differ from the eager results\n", REPLAYS, bad);
-    for (int i = 0; i < SETS; i++) {
-        for (int t = 0; t < 2; t++) CU(cudaFree(sets[i][t]));
-        free(expect[i]);
-    }
+    const tu_dev_op op = dev_op(&c);
+    tu_dev_graph_check(&op, &rng, bp.fwd.dtype, 1);   /* the workspace poisoned too */
     dev_free(&c);
-    CU(cudaGraphExecDestroy(exec));
-    CU(cudaGraphDestroy(graph));
-    CU(cudaStreamDestroy(s));
 }
 
 /* What dswa_samel_backward_cuda refuses, with the status and a message naming the field; no
@@ -436,17 +340,11 @@ static void test_refusals(void) {
         default: break;
         }
         const dswa_status st = dswa_samel_backward_cuda(&p, x, c.dout, dx, &h, ws, c.ws_bytes, NULL);
-        CHECK(st == r[i].want && strstr(dswa_last_error(), r[i].needle),
-              "%s: status %s, want %s; message \"%s\" (wanted \"%s\")", r[i].what,
-              dswa_status_string(st), dswa_status_string(r[i].want), dswa_last_error(), r[i].needle);
-        printf("  %-38s -> %s\n", r[i].what, dswa_last_error());
+        tu_check_refusal(r[i].what, 38, st, r[i].want, r[i].needle);
     }
-    CU(cudaDeviceSynchronize());
-    char *h = dev_fetch(&c);
-    size_t touched = 0;
-    for (size_t i = 0; i < dev_out_bytes(&c); i++) touched += (unsigned char)h[i] != 0xff;
+    const tu_dev_op op = dev_op(&c);
+    const size_t touched = tu_dev_out_changed(&op);
     CHECK(touched == 0, "refused calls changed %zu bytes of dqkv or the norm gradients", touched);
-    free(h);
 
     /* an empty problem: valid with NULL data pointers, writes the norm gradients as 0 only */
     dswa_samel_backward_problem e = c.bp;
@@ -454,7 +352,7 @@ static void test_refusals(void) {
     CHECK(dswa_samel_backward_cuda(&e, NULL, NULL, NULL, &c.g, NULL, 0, NULL) == DSWA_OK,
           "batch = 0: %s", dswa_last_error());
     CU(cudaDeviceSynchronize());
-    h = dev_fetch(&c);
+    char *h = tu_dev_fetch(&op);
     size_t nonzero = 0, dx_touched = 0;
     for (size_t i = 0; i < c.gr_bytes; i++) nonzero += h[c.dx_bytes + i] != 0;
     for (size_t i = 0; i < c.dx_bytes; i++) dx_touched += (unsigned char)h[i] != 0xff;
@@ -472,11 +370,7 @@ int main(void) {
         if (tu_failures) TEST_MAIN_RETURN("test_cuda_samel_backward");
         tu_skip("no GPU (%s)", dswa_last_error()); /* the library's reason, from the valid call */
     }
-    struct cudaDeviceProp prop;
-    int dev = 0;
-    CU(cudaGetDevice(&dev));
-    CU(cudaGetDeviceProperties(&prop, dev));
-    printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    tu_print_device();
     test_refusals();
     tu_samel_backward_cases(gpu_backward, "CUDA", &rng);
     test_large();

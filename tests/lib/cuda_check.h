@@ -29,4 +29,13 @@ static inline cudaGraphExec_t tu_capture(cudaStream_t s, dswa_status (*run)(void
     return exec;
 }
 
+/* Prints "device: <name> (sm_XY)" for the current device. */
+static inline void tu_print_device(void) {
+    struct cudaDeviceProp prop;
+    int dev = 0;
+    CU(cudaGetDevice(&dev));
+    CU(cudaGetDeviceProperties(&prop, dev));
+    printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+}
+
 #endif

@@ -68,11 +68,7 @@ dswa_problem tu_sbwd_dout_view(const dswa_samel_backward_problem *bp) {
     return d;
 }
 
-static void *new_buf(int64_t n, dswa_dtype dt) {
-    void *b = tu_alloc(n < 1 ? 1 : n, dt);
-    tu_fill_normal(b, n < 1 ? 1 : n, dt, rng, 1.0);
-    return b;
-}
+static void *new_buf(int64_t n, dswa_dtype dt) { return tu_bwd_new_buf(rng, n, dt); }
 
 /* Norm weights: gamma around 1.5, beta around 0 (scores spread over a few units: a flat
    softmax would hide errors), in one array [q gamma, q beta, k gamma, k beta]. */

@@ -334,6 +334,14 @@ void tu_skip(const char *fmt, ...) {
     exit(77);
 }
 
+void tu_check_refusal(const char *what, int width, dswa_status st, dswa_status want,
+                      const char *needle) {
+    CHECK(st == want && strstr(dswa_last_error(), needle),
+          "%s: status %s, want %s; message \"%s\" (wanted \"%s\")", what,
+          dswa_status_string(st), dswa_status_string(want), dswa_last_error(), needle);
+    printf("  %-*s -> %s\n", width, what, dswa_last_error());
+}
+
 int tu_summary(const char *name) {
     printf("%s: %d checks, %d failed\n", name, tu_checks, tu_failures);
     fflush(stdout);

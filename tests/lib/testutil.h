@@ -95,6 +95,10 @@ void tu_check_(int ok, const char *file, int line, const char *expr, const char 
 /* CHECK(condition, "printf format", args...): counts, and on failure prints
    file:line, the condition and the message. */
 #define CHECK(cond, ...) tu_check_(!!(cond), __FILE__, __LINE__, #cond, __VA_ARGS__)
+/* The check of a refused call: status `want` and a message (dswa_last_error()) holding
+   `needle`; then prints "  <what, left-aligned in `width` columns> -> <message>". */
+void tu_check_refusal(const char *what, int width, dswa_status st, dswa_status want,
+                      const char *needle);
 /* Prints "skipped: <reason>" and exits 77. */
 void tu_skip(const char *fmt, ...)
 #if defined(__GNUC__)
