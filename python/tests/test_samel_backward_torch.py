@@ -459,3 +459,20 @@ def test_cuda_training():
         with torch.cuda.graph(g2):
             m(x, **kw)
     assert any("freeze them" in str(w.message) for w in got), [str(w.message) for w in got]
+
+
+def test_gradcheck_cpu():
+    """torch.autograd.gradcheck of the fused block on the CPU backend: x, the norms' gamma, beta
+    and the (tensor) alphas as float64 leaves, the block run in float32 between casts (the
+    library takes no float64), so the tolerances carry float32's rounding of the finite
+    differences (eps 1e-2)."""
+    need_torch()
+    big, x, norms, alphas = leaves(1, 6, 1, 8, "float32", "cpu", seed=5)
+    ls = [t.detach().double().requires_grad_() for t in [big] + norms + alphas]
+
+    def f(x, qg, qb, kg, kb, qa, ka):
+        return dswa.samel_attention(x.float(), qg.float(), qb.float(), kg.float(), kb.float(),
+                                    q_alpha=qa.float(), k_alpha=ka.float(), window_left=2,
+                                    window_right=3, rot_dims=4, pos_offset=2, lam=0.7,
+                                    scale=0.5).double()
+    assert torch.autograd.gradcheck(f, tuple(ls), eps=1e-2, atol=3e-4, rtol=2e-3)

@@ -6,10 +6,10 @@ for every dtype; skipped without one); bitwise determinism; opcheck of the backw
 the autograd registration; torch.compile(fullgraph=True) of forward + backward; CUDA-graph
 capture of forward + backward.
 
-Why not torch.autograd.gradcheck: the library computes in float32 (and float16, bfloat16) and
-takes no float64 tensors, so finite differences of it in float64 are not available; the float64
-reference below is the op written out (an explicit band softmax), and its gradients are torch's
-own, so the comparison checks the backward against an independent derivation.
+The library computes in float32 (and float16, bfloat16) and takes no float64 tensors, so
+torch.autograd.gradcheck runs it between casts (float64 leaves, float32 op) with tolerances that
+carry float32's rounding; the float64 reference below is the op written out (an explicit band
+softmax), and its gradients are torch's own: the backward against an independent derivation.
 """
 import _util
 from _util import LONG, dswa, skip, torch
@@ -216,3 +216,24 @@ def test_cuda_graph():
             torch.cuda.synchronize()
             want = torch.autograd.grad(dswa.diff_swa(q, k, v, lam=0.6), ls, dout)
             assert all(torch.equal(a, b) for a, b in zip(grads, want)), (dtype, seed)
+
+
+def test_gradcheck_cpu():
+    """torch.autograd.gradcheck on the CPU backend, in float64 as far as the library allows: the
+    leaves are float64, the op runs in float32 between two casts (the library takes no float64),
+    so the finite differences carry float32's rounding: eps 1e-2 on O(1) inputs leaves about 1e-5
+    of rounding noise and 1e-4 of truncation per derivative, hence the tolerances (a gradient off
+    by 1 % fails them). Two shapes: V of 2H heads with an
+    asymmetric window, and a shared V with N below the window."""
+    need_torch()
+    g = torch.Generator().manual_seed(11)
+    for H, N, D, shared, wl, wr in ((1, 7, 4, False, 1, 3), (2, 4, 3, True, 5, 5)):
+        q = torch.randn(1, N, 2 * H, D, generator=g, dtype=torch.float64, requires_grad=True)
+        k = torch.randn(1, N, 2 * H, D, generator=g, dtype=torch.float64, requires_grad=True)
+        v = torch.randn(1, N, H if shared else 2 * H, D, generator=g, dtype=torch.float64,
+                        requires_grad=True)
+
+        def f(q, k, v):
+            return dswa.diff_swa(q.float(), k.float(), v.float(), window_left=wl,
+                                 window_right=wr, scale=0.4, lam=0.6).double()
+        assert torch.autograd.gradcheck(f, (q, k, v), eps=1e-2, atol=3e-4, rtol=2e-3)
