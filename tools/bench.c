@@ -67,6 +67,11 @@ int cmd_bench(int argc, char **argv) {
         cuda_unavailable_reason(why, sizeof why);
         bench_progress(&c, "CUDA backend unavailable, running on the CPU: %s", why);
     }
+    if (!c.cuda && o.backward && o.shapes_default) {
+        /* the CPU backward is written for clarity, not speed: L = 4096 takes minutes a call */
+        o.nshapes = 1;
+        bench_progress(&c, "the CPU backend's backward rows: L = 256 only (--L adds others)");
+    }
     c.repeats = o.repeats > 0 ? o.repeats : (c.cuda ? GPU_REPLAYS : 0);
     c.warmup = o.warmup >= 0 ? o.warmup : (c.cuda ? GPU_WARM : 1);
 

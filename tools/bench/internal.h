@@ -51,6 +51,7 @@ typedef struct bench_opts {
     int64_t n[MAX_SHAPES];      /* sequence lengths */
     int64_t l[MAX_SHAPES];      /* latent frames, or -1 when given as N */
     int nshapes;
+    int shapes_default;         /* 1: no --L or --N given */
     int dtypes[3];
     dswa_math math;
     int vmode;

@@ -58,7 +58,8 @@ static const char bench_help_text[] =
     "options:\n"
     "  --op diff_swa|samel  the op (default diff_swa), or the fused SAME-L block\n"
     "  --backend auto|cuda|cpu  auto (default): cuda when a device is usable, else cpu\n"
-    "  --L LIST        latent frames, comma-separated (default 256,1292,4096); N = 17*L;\n"
+    "  --L LIST        latent frames, comma-separated (default 256,1292,4096; the CPU\n"
+    "                  backend's --backward rows: 256); N = 17*L;\n"
     "                  may be repeated (the lists add up)\n"
     "  --N LIST        sequence lengths instead of (or besides) --L; may be repeated\n"
     "  --dtype LIST    f32,f16,bf16 or all (default all)\n"
@@ -219,6 +220,7 @@ int bench_parse(int argc, char **argv, bench_opts *o) {
         return 2;
     if (seed && cli_parse_u64(seed, &o->seed))
         return cli_usage_error(cmd, "--seed: '%s' is not a non-negative integer", seed);
+    o->shapes_default = nl == 0 && nn == 0;
     if (nl == 0 && nn == 0) {
         static const int64_t def[3] = {256, 1292, 4096};
         nl = 3;
