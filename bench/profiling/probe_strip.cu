@@ -4,7 +4,9 @@
  *
  *   nvcc -O3 -std=c++17 -arch=sm_90 -o probe_strip bench/profiling/probe_strip.cu
  *   ./probe_strip OUT.json                 self-check, then the table, JSON to OUT.json
- *   ./probe_strip --one DTYPE L STRIP [op] one launch of the fused (or op) skeleton (for ncu)
+ *   ./probe_strip --one DTYPE L STRIP [op] [bulk [5/SM|6/SM]]
+ *                                          one launch of the fused (or op) skeleton (for ncu);
+ *                                          bulk: the producer-warp variant (sm_90+, below)
  *
  * Problem: SAME-L, B = 1, H = 24, D = 64, window 17 each side, N = 17 L; x (N, 5 H 64) packed
  * q, k, v, q_diff, k_diff; out (N, H 64).
@@ -25,6 +27,11 @@
  * of two window rows of a K-like phase, to a per-row sum that the tile's store writes out.
  * The op skeleton is the same kernel with the transform off, reading q, k (N, 2H, 64) and one
  * shared v (N, H, 64).
+ *
+ * Second pipeline (sm_90+, strip_bulk): the same stages, ring and use, fed by a producer warp
+ * with one 128-byte cp.async.bulk per row and full/empty mbarriers per ring slot, so the four
+ * compute warps never wait on a block-wide barrier per stage (the rows named "producer warp,
+ * bulk"; skipped with a printed line on sm_80-89).
  *
  * Self-check (every variant, two small sizes): the kernel can dump each phase as it used it
  * (transformed Q rows, whole K/V windows); the dump is compared element by element with a
