@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The strip-shape skeleton (probe_strip.cu): build for this GPU with ptxas's resource report, run
 # its self-check and table, and Nsight Compute's speed of light and occupancy for one L = 1292
-# launch of the fused skeleton (bf16, strip 4) when ncu exists and NO_NCU is unset. Everything goes
-# to OUTDIR.
+# launch of the fused skeleton (bf16, strip 4) and of the op skeleton's producer-warp variant (f16,
+# strip 1, bulk copies; sm_90+) when ncu exists and NO_NCU is unset. Everything goes to OUTDIR.
 # Usage: bench/profiling/gpu-probe-strip.sh [OUTDIR]   (default $OUT)
 set -u
 out=${1:-${OUT:?usage: gpu-probe-strip.sh OUTDIR (or set OUT)}}
@@ -14,9 +14,9 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --fo
 bin="$out/probe_strip"
 nvcc -O3 -std=c++17 -arch="sm_$arch" -Xptxas -v -o "$bin" bench/profiling/probe_strip.cu > "$out/ptxas.txt" 2>&1 \
     || { tail -n 30 "$out/ptxas.txt"; exit 1; }
-grep -A2 "strip_probe" "$out/ptxas.txt" | grep -E "Compiling|Used|spill"
+grep -A2 -E "strip_probe|strip_bulk" "$out/ptxas.txt" | grep -E "Compiling|Used|spill"
 command -v cuobjdump >/dev/null && cuobjdump -sass "$bin" > "$out/probe_strip.sass" 2>/dev/null \
-    && python3 bench/profiling/sass-count.py "$out/probe_strip.sass" $(grep -o "_Z11strip_probeI[A-Za-z0-9_]*" "$out/probe_strip.sass" | sort -u) \
+    && python3 bench/profiling/sass-count.py "$out/probe_strip.sass" $(grep -oE "_Z1[01]strip_(probe|bulk)I[A-Za-z0-9_]*" "$out/probe_strip.sass" | sort -u) \
     > "$out/sass-count.txt" 2>&1
 timeout 200 "$bin" "$out/probe_strip.json" > "$out/table.txt" 2> "$out/stderr.txt"
 rc=$?
@@ -28,5 +28,11 @@ if [ -z "${NO_NCU:-}" ] && command -v ncu >/dev/null; then
         "$bin" --one bf16 1292 4 > "$out/ncu-bf16-L1292-strip4.txt" 2>&1
     echo "ncu rc $?"
     grep -E "Duration|DRAM Throughput|Compute \(SM\)|Achieved Occupancy|Theoretical Occupancy|Registers Per" "$out/ncu-bf16-L1292-strip4.txt"
+    if [ "$arch" -ge 90 ]; then
+        timeout 90 ncu --section SpeedOfLight --section Occupancy --kernel-name regex:strip_bulk --launch-count 1 \
+            "$bin" --one f16 1292 1 op bulk > "$out/ncu-f16-L1292-op-strip1-bulk.txt" 2>&1
+        echo "ncu (bulk) rc $?"
+        grep -E "Duration|DRAM Throughput|Compute \(SM\)|Achieved Occupancy|Theoretical Occupancy|Registers Per" "$out/ncu-f16-L1292-op-strip1-bulk.txt"
+    fi
 fi
 exit $rc

@@ -4,7 +4,9 @@
  *
  *   nvcc -O3 -std=c++17 -arch=sm_90 -o probe_strip bench/profiling/probe_strip.cu
  *   ./probe_strip OUT.json                 self-check, then the table, JSON to OUT.json
- *   ./probe_strip --one DTYPE L STRIP [op] one launch of the fused (or op) skeleton (for ncu)
+ *   ./probe_strip --one DTYPE L STRIP [op] [bulk [5/SM|6/SM]]
+ *                                          one launch of the fused (or op) skeleton (for ncu);
+ *                                          bulk: the producer-warp variant (sm_90+, below)
  *
  * Problem: SAME-L, B = 1, H = 24, D = 64, window 17 each side, N = 17 L; x (N, 5 H 64) packed
  * q, k, v, q_diff, k_diff; out (N, H 64).
@@ -25,6 +27,11 @@
  * of two window rows of a K-like phase, to a per-row sum that the tile's store writes out.
  * The op skeleton is the same kernel with the transform off, reading q, k (N, 2H, 64) and one
  * shared v (N, H, 64).
+ *
+ * Second pipeline (sm_90+, strip_bulk): the same stages, ring and use, fed by a producer warp
+ * with one 128-byte cp.async.bulk per row and full/empty mbarriers per ring slot, so the four
+ * compute warps never wait on a block-wide barrier per stage (the rows named "producer warp,
+ * bulk"; skipped with a printed line on sm_80-89).
  *
  * Self-check (every variant, two small sizes): the kernel can dump each phase as it used it
  * (transformed Q rows, whole K/V windows); the dump is compared element by element with a
@@ -180,10 +187,10 @@ struct probe_smem {
    sub picks the quarter: rotated dims 4 sub .. 4 sub + 3 with their partners 16 + 4 sub .., and
    unrotated dims 32 + 8 sub .. + 7, so the four threads of a row do the same work (no divergence).
    tab: this position's 16 table words, cos/sin pairs of frequencies (2m, 2m + 1) at 2m, 2m + 1. */
-template <typename T>
+template <typename T, bool SWZ = true>
 __device__ __forceinline__ void xform16(uint4 *row, int key, int sub, int norm, uint32_t alpha2,
                                         const probe_smem &sm, const uint32_t *tab) {
-    const int sw = swz<T>(key);
+    const int sw = SWZ ? swz<T>(key) : 0; /* SWZ false: the bulk variant's unswizzled rows */
     uint2 *xp = (uint2 *)&row[(sub >> 1) ^ sw] + (sub & 1);
     uint2 *yp = (uint2 *)&row[(2 + (sub >> 1)) ^ sw] + (sub & 1);
     uint4 *zp = &row[(4 + sub) ^ sw];
@@ -220,9 +227,10 @@ __device__ __forceinline__ void xform16(uint4 *row, int key, int sub, int norm, 
 /* The same for f32, one unit (half row of 32 dims, 8 chunks of 4): unit 0 is dims 0-31, all
    rotated: chunk sub with chunk sub + 4 (dims 4 sub.. with 16 + 4 sub..); unit 1 is dims 32-63,
    DyT only: chunks 2 sub and 2 sub + 1. sin/cos per rotated pair (no table for f32). */
+template <bool SWZ = true>
 __device__ __forceinline__ void xform32(uint4 *row, int key, int sub, int norm, int unit, float alpha,
                                         float pos, const probe_smem &sm) {
-    const int sw = swz<float>(key);
+    const int sw = SWZ ? swz<float>(key) : 0;
     if (unit == 0) {
         float4 *xp = (float4 *)&row[sub ^ sw], *yp = (float4 *)&row[(sub + 4) ^ sw];
         float4 x = *xp, y = *yp;
@@ -473,6 +481,260 @@ __global__ void __launch_bounds__(THREADS, 5) strip_probe(const probe_args a) {
     }
 }
 
+/* ---- the second pipeline: a producer warp, bulk copies, mbarriers (sm_90+) ------------------
+   Block: 4 consumer warps (threads 0-127, the same roles as strip_probe's 128 threads) and one
+   producer warp (threads 128-159). The producer streams the same stages in the same order into
+   the same ring, one 128-byte cp.async.bulk per row (lane r copies row r of a 32-row stage; a
+   head's rows are strided by the packed row stride, so a stage is 32 separate copies), each
+   completing on the slot's `full` mbarrier (32 arrivals, one per lane, plus the bytes). Rows past
+   the sequence are zeroed by the lane with st.shared before its plain arrival. Consumers wait on
+   `full` with the stage's parity and release a slot with one arrival per warp on `empty` (count
+   4) after their last read: a Q stage after its step, a K-like unit's two stages after its part-1
+   step (which also copies the next tile's halo from them: slots are held at most one step past
+   their own, not two as in strip_probe). The producer waits on `empty` before reusing a slot.
+   Consumer warps synchronise among themselves (named barrier 1, 128 threads; never the
+   producer) only where data crosses warps: after an in-place transform (fused) and, when a next
+   tile exists, between a K-like window's use and the halo copy that overwrites it. The op
+   skeleton at strip 1 has no consumer barrier at all.
+   Rows are unswizzled (a bulk copy writes 128 contiguous bytes). The use and the halo copy read
+   a diagonal (row r, chunk (r + c0) & 7) or whole rows, conflict-free without a swizzle; the
+   transform's loads and stores (4 threads a row, the same chunk columns in every row) are 4-way
+   (64-bit) and 2-way (128-bit) bank conflicts (docs/PERF.md section 6, "Next probe"). */
+enum { BTHREADS = THREADS + 32, MAXST = 12 };
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void mb_init(uint64_t *b, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"((unsigned)__cvta_generic_to_shared(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mb_arrive(uint64_t *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"((unsigned)__cvta_generic_to_shared(b)) : "memory");
+}
+__device__ __forceinline__ void mb_arrive_tx(uint64_t *b, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"((unsigned)__cvta_generic_to_shared(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mb_wait(uint64_t *b, unsigned parity) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(b);
+    unsigned ok;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(ok) : "r"(a), "r"(parity) : "memory");
+    } while (!ok);
+}
+/* one 1-D bulk copy global -> shared, completing `bytes` on the mbarrier */
+__device__ __forceinline__ void bulk_g2s(void *dst, const void *src, unsigned bytes, uint64_t *b) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes), "r"((unsigned)__cvta_generic_to_shared(b)) : "memory");
+}
+__device__ __forceinline__ void fence_async_smem(void) { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void consumers_sync(void) { asm volatile("bar.sync 1, 128;" ::: "memory"); }
+#endif
+
+template <typename T, bool TR, int MINB>
+__global__ void __launch_bounds__(BTHREADS, MINB) strip_bulk(const probe_args a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int U = sizeof(T) / 2;
+    constexpr int SPT = 5 * U * 2;
+    constexpr int DROWS = 2 * U * TILE + 3 * U * WROWS;
+    constexpr bool TAB = TR && sizeof(T) == 2;
+    extern __shared__ __align__(128) uint4 dyn[];
+    __shared__ __align__(16) probe_smem sm;
+    __shared__ __align__(8) uint64_t full[MAXST], empty[MAXST], halo_bar;
+    const int ns = a.nstage;
+    uint4(*ring)[SROWS][8] = (uint4(*)[SROWS][8])dyn;
+    uint4(*halo)[HALO][8] = (uint4(*)[HALO][8])(dyn + ns * SROWS * 8);
+    uint32_t *tab = (uint32_t *)(dyn + ns * SROWS * 8 + 3 * U * HALO * 8);
+    const int t = threadIdx.x, h = blockIdx.y, n = a.n;
+    const int tile0 = blockIdx.x * a.strip;
+    const int ntile = min(a.strip, a.ntiles - tile0);
+    const int total = ntile * SPT;
+#pragma unroll
+    for (int i = 0; i < 5; i++)
+        if (t == i) {
+            sm.src[i] = a.src[i] + (long long)h * U * ROWB;
+            sm.sn[i] = a.sn[i];
+        }
+    if (t < HD) {
+        sm.g[0][t] = a.qg[t];
+        sm.b[0][t] = a.qb[t];
+        sm.g[1][t] = a.kg[t];
+        sm.b[1][t] = a.kb[t];
+    }
+    if constexpr (TAB)
+        if (t < HD / 2) {
+            sm.g2[0][t] = pk2<T>(a.qg[2 * t], a.qg[2 * t + 1]);
+            sm.b2[0][t] = pk2<T>(a.qb[2 * t], a.qb[2 * t + 1]);
+            sm.g2[1][t] = pk2<T>(a.kg[2 * t], a.kg[2 * t + 1]);
+            sm.b2[1][t] = pk2<T>(a.kb[2 * t], a.kb[2 * t + 1]);
+        }
+    if (t < 16) sm.invf[t] = a.invf[t];
+    if (t == 0) {
+        for (int i = 0; i < ns; i++) {
+            mb_init(&full[i], 32);
+            mb_init(&empty[i], 4);
+        }
+        mb_init(&halo_bar, 32);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads(); /* the only block-wide barrier */
+    const int i00 = tile0 * TILE;
+
+    if (t >= THREADS) { /* ---- the producer warp ---- */
+        const int lane = t & 31;
+        /* the strip's first halo: 34 rows of K0, K1 and V */
+        unsigned hb = 0;
+        for (int r = lane; r < 3 * U * HALO; r += 32) {
+            const int w = r % HALO, pos = i00 - WL + w;
+            if (pos >= 0 && pos < n) hb += ROWB;
+            else
+                for (int c = 0; c < 8; c++) halo[r / HALO][w][c] = make_uint4(0, 0, 0, 0);
+        }
+        if (hb) mb_arrive_tx(&halo_bar, hb);
+        else mb_arrive(&halo_bar);
+        for (int r = lane; r < 3 * U * HALO; r += 32) {
+            const int xu = r / HALO, w = r % HALO, xi = xu / U, u = xu % U, ti = xi == 2 ? 4 : 2 * xi + 1;
+            const int pos = i00 - WL + w;
+            if (pos >= 0 && pos < n) bulk_g2s(halo[xu][w], sm.src[ti] + u * ROWB + (long long)pos * sm.sn[ti], ROWB, &halo_bar);
+        }
+        int slot = 0, ph = 0, tl = 0, w = 0;
+        for (int S = 0; S < total; S++) {
+            if (S >= ns) mb_wait(&empty[slot], ph ^ 1);
+            const unit_of<U> un(w >> 1);
+            const int pos = (tile0 + tl) * TILE + (un.klike() ? WL : 0) + SROWS * (w & 1) + lane;
+            if (pos < n) {
+                mb_arrive_tx(&full[slot], ROWB);
+                bulk_g2s(ring[slot][lane], sm.src[un.ti] + un.u * ROWB + (long long)pos * sm.sn[un.ti], ROWB, &full[slot]);
+            } else {
+#pragma unroll
+                for (int c = 0; c < 8; c++) ring[slot][lane][c] = make_uint4(0, 0, 0, 0);
+                fence_async_smem(); /* before a later bulk copy overwrites these generic stores */
+                mb_arrive(&full[slot]);
+            }
+            if (++slot == ns) slot = 0, ph ^= 1;
+            if (++w == SPT) w = 0, tl++;
+        }
+        return;
+    }
+
+    /* ---- the consumer warps ---- */
+    auto table_fill = [&](int lo, int hi) {
+        for (int idx = t; idx < (hi - lo) * 8; idx += THREADS) {
+            const int pos = lo + (idx >> 3), m = idx & 7;
+            float s0, c0, s1, c1;
+            sincos_acc((float)pos * sm.invf[2 * m], &s0, &c0);
+            sincos_acc((float)pos * sm.invf[2 * m + 1], &s1, &c1);
+            *(uint2 *)&tab[(pos & (TABPOS - 1)) * 16 + 2 * m] = make_uint2(pk2<T>(c0, c1), pk2<T>(s0, s1));
+        }
+    };
+    if constexpr (TAB) {
+        table_fill(i00 - WL, i00 + TILE + WL);
+        consumers_sync(); /* the table before the first transform */
+    }
+    mb_wait(&halo_bar, 0);
+
+    const int ri = t & (TILE - 1), side = t >> 6;
+    const int xr = t >> 2, sub = t & 3;
+    const int lane = t & 31;
+    float acc = 0.f;
+    int cur = 0, p1 = ns - 1, cph = 0, tl = 0, w = 0;
+    for (int G = 0; G < total; G++) {
+        mb_wait(&full[cur], cph);
+        const int part = w & 1;
+        const unit_of<U> un(w >> 1);
+        const int i0 = (tile0 + tl) * TILE;
+        if constexpr (TAB) /* next tile's new positions: the last transform that read the table
+                              (K1 part 1) is behind its barrier; the V part-1 barrier comes next */
+            if (un.ti == 4 && part == 0 && tl + 1 < ntile) table_fill(i0 + TILE + WL, i0 + 2 * TILE + WL);
+
+        if constexpr (TR)
+            if (un.ti != 4) {
+                const int norm = un.q() ? 0 : 1;
+                const int pos = i0 + (un.q() ? 0 : WL) + SROWS * part + xr;
+                if constexpr (TAB) {
+                    const uint32_t alpha2 = pk2<T>(norm ? a.ka : a.qa, norm ? a.ka : a.qa);
+                    xform16<T, false>(ring[cur][xr], 0, sub, norm, alpha2, sm, tab + (pos & (TABPOS - 1)) * 16);
+                    if (G == 0)
+                        for (int idx = t; idx < 2 * U * HALO * 4; idx += THREADS) {
+                            const int hw = (idx >> 2) % HALO, xu = (idx >> 2) / HALO, p = i0 - WL + hw;
+                            xform16<T, false>(halo[xu][hw], 0, idx & 3, 1, pk2<T>(a.ka, a.ka), sm, tab + (p & (TABPOS - 1)) * 16);
+                        }
+                } else {
+                    xform32<false>(ring[cur][xr], 0, sub, norm, un.u, norm ? a.ka : a.qa, (float)pos, sm);
+                    if (G == 0)
+                        for (int idx = t; idx < 2 * U * HALO * 4; idx += THREADS) {
+                            const int hw = (idx >> 2) % HALO, xu = (idx >> 2) / HALO;
+                            xform32<false>(halo[xu][hw], 0, idx & 3, 1, xu % U, a.ka, (float)(i0 - WL + hw), sm);
+                        }
+                }
+                consumers_sync(); /* transformed rows visible */
+            }
+
+        const int tg = tile0 + tl;
+        if (un.q()) {
+            if ((ri >> 5) == part) acc = chunk_sum<T>(ring[cur][ri & 31][(ri + side) & 7], acc);
+            if (a.dump)
+                for (int idx = t; idx < SROWS * 8; idx += THREADS) {
+                    const int r = idx >> 3, c = idx & 7, qi = SROWS * part + r;
+                    const long long row = (long long)(h * a.ntiles + tg) * DROWS + ((un.ti >> 1) * U + un.u) * TILE + qi;
+                    ((uint4 *)(a.dump + row * ROWB))[c] = ring[cur][r][c];
+                }
+            if constexpr (TR) fence_async_smem(); /* the transform's generic stores before the slot's next bulk copy */
+            __syncwarp();
+            if (lane == 0) mb_arrive(&empty[cur]);
+        } else if (part == 1) { /* the K-like window: halo + stages G - 1 (slot p1), G */
+            const int xu = un.xu();
+            auto wrow = [&](int wv) -> const uint4 * {
+                if (wv < HALO) return halo[xu][wv];
+                const int q = wv - HALO;
+                return ring[q >> 5 ? cur : p1][q & 31];
+            };
+            const int wv = ri + HALO * side;
+            acc = chunk_sum<T>(wrow(wv)[(ri + side + 3) & 7], acc);
+            if (a.dump)
+                for (int idx = t; idx < WROWS * 8; idx += THREADS) {
+                    const int r = idx >> 3, cc = idx & 7;
+                    const long long row = (long long)(h * a.ntiles + tg) * DROWS + 2 * U * TILE + xu * WROWS + r;
+                    ((uint4 *)(a.dump + row * ROWB))[cc] = wrow(r)[cc];
+                }
+            if (tl + 1 < ntile) {
+                consumers_sync(); /* every read of this halo done */
+                for (int idx = t; idx < HALO * 8; idx += THREADS) {
+                    const int hw = idx >> 3, c = idx & 7, q = 30 + hw;
+                    halo[xu][hw][c] = ring[q >> 5 ? cur : p1][q & 31][c];
+                }
+                /* visible to the next tile's use of xu behind the next K-like unit's barrier
+                   above; the tile's last unit (V) has none after it in the op skeleton when the
+                   next tile is the strip's last, so it waits here */
+                if (w == SPT - 1) consumers_sync();
+            }
+            if constexpr (TR) fence_async_smem();
+            __syncwarp();
+            if (lane == 0) {
+                mb_arrive(&empty[p1]);
+                mb_arrive(&empty[cur]);
+            }
+        }
+        if (w == SPT - 1) {
+            const int P = i0 + ri;
+            if (P < n) {
+                uint4 v;
+                if constexpr (sizeof(T) == 4) v = make_uint4(__float_as_uint(acc), __float_as_uint(acc), __float_as_uint(acc), __float_as_uint(acc));
+                else {
+                    const uint32_t x2 = pk2<T>(acc, acc);
+                    v = make_uint4(x2, x2, x2, x2);
+                }
+                uint4 *o = (uint4 *)(a.out + P * a.on + (long long)h * U * ROWB + side * U * 64);
+#pragma unroll
+                for (int i = 0; i < 4 * U; i++) o[i] = v;
+            }
+            acc = 0.f;
+        }
+        p1 = cur;
+        if (++cur == ns) cur = 0, cph ^= 1;
+        if (++w == SPT) w = 0, tl++;
+    }
+#endif
+}
+
 /* ---- copies ---------------------------------------------------------------------------------- */
 /* one pass, 4 vectors per thread, loads before stores */
 __global__ void copy_pass4(const uint4 *__restrict__ s, uint4 *__restrict__ d, long long n16) {
@@ -523,6 +785,7 @@ struct bufs {
 struct job {
     int kind; /* 0 probe kernel, 1 cudaMemcpyAsync, 2 copy_pass4, 3 copy_wave8 */
     int es;
+    int bulk, minb; /* kind 0: strip_bulk<T, transform, minb> (sm_90+) instead of strip_probe<T> */
     probe_args a;
     dim3 grid;
     size_t smem;
@@ -531,11 +794,21 @@ struct job {
     size_t bytes;
 };
 
+/* the bulk kernels: fused and op at 5 blocks/SM of launch bounds; the op also at 6 */
+static const void *bulk_fn(int es, int tr, int minb) {
+    if (minb == 6) return es == 4 ? (const void *)strip_bulk<float, false, 6> : es == 2 ? (const void *)strip_bulk<__nv_bfloat16, false, 6> : (const void *)strip_bulk<__half, false, 6>;
+    if (tr) return es == 4 ? (const void *)strip_bulk<float, true, 5> : es == 2 ? (const void *)strip_bulk<__nv_bfloat16, true, 5> : (const void *)strip_bulk<__half, true, 5>;
+    return es == 4 ? (const void *)strip_bulk<float, false, 5> : es == 2 ? (const void *)strip_bulk<__nv_bfloat16, false, 5> : (const void *)strip_bulk<__half, false, 5>;
+}
+
 static void launch(const job &j, cudaStream_t s) {
     const long long n16 = (long long)(j.bytes / 16);
     switch (j.kind) {
     case 0:
-        if (j.es == 4) strip_probe<float><<<j.grid, THREADS, j.smem, s>>>(j.a);
+        if (j.bulk) {
+            void *args[] = {(void *)&j.a};
+            CK(cudaLaunchKernel(bulk_fn(j.es, j.a.transform, j.minb), j.grid, dim3(BTHREADS), args, j.smem, s));
+        } else if (j.es == 4) strip_probe<float><<<j.grid, THREADS, j.smem, s>>>(j.a);
         else if (j.es == 2) strip_probe<__nv_bfloat16><<<j.grid, THREADS, j.smem, s>>>(j.a);
         else strip_probe<__half><<<j.grid, THREADS, j.smem, s>>>(j.a);
         break;
@@ -606,8 +879,26 @@ static int max_stages(int es, int transform, size_t cap) {
     return ns;
 }
 
+static size_t static_smem_bulk(int es, int tr, int minb) {
+    cudaFuncAttributes fa;
+    CK(cudaFuncGetAttributes(&fa, bulk_fn(es, tr, minb)));
+    return fa.sharedSizeBytes;
+}
+/* the bulk kernel's deepest ring (3 stages at least: two held by a K-like unit, one in flight) */
+static int max_stages_bulk(int es, int tr, int minb, size_t cap) {
+    const size_t st = static_smem_bulk(es, tr, minb);
+    int ns = 3;
+    while (ns < MAXST && st + dyn_smem(es, ns + 1, tr) <= cap) ns++;
+    return ns;
+}
+static int blocks_per_sm_bulk(int es, int tr, int minb, size_t smem) {
+    int nb = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, bulk_fn(es, tr, minb), BTHREADS, smem));
+    return nb;
+}
+
 /* a probe launch of the fused (transform = 1, x packed) or op (transform = 0) skeleton */
-static job probe_job(const bufs &b, int es, int n, int strip, int ns, int transform, char *dump) {
+static job probe_job(const bufs &b, int es, int n, int strip, int ns, int transform, char *dump, int bulk = 0, int minb = 5) {
     const int E = esize(es);
     job j;
     memset(&j, 0, sizeof j);
@@ -639,6 +930,8 @@ static job probe_job(const bufs &b, int es, int n, int strip, int ns, int transf
     a.dump = dump;
     j.grid = dim3((a.ntiles + strip - 1) / strip, H, 1);
     j.smem = dyn_smem(es, ns, transform);
+    j.bulk = bulk;
+    j.minb = minb;
     return j;
 }
 
@@ -695,7 +988,8 @@ static void ref_row(const char *raw, int es, int pos, int n, double alpha, const
 }
 
 /* one variant at size n on fresh inputs: dump vs float64, out vs the dump's sums. Returns 0 ok. */
-static int check_variant(bufs &b, int es, int n, int strip, int ns, int transform, uint32_t seed, double *worst) {
+static int check_variant(bufs &b, int es, int n, int strip, int ns, int transform, uint32_t seed, double *worst, int bulk = 0, int minb = 5) {
+    const char *bname = bulk ? (minb == 6 ? " bulk(6)" : " bulk") : "";
     const int E = esize(es), U = E / 2, ntiles = (n + TILE - 1) / TILE;
     const size_t drows = (size_t)2 * U * TILE + (size_t)3 * U * WROWS;
     const size_t dump_bytes = (size_t)H * ntiles * drows * ROWB;
@@ -728,7 +1022,7 @@ static int check_variant(bufs &b, int es, int n, int strip, int ns, int transfor
     CK(cudaMemcpy(b.norm, hn.data(), hn.size() * 4, cudaMemcpyHostToDevice));
     CK(cudaMemset(b.out, 0xff, vrow * n)); /* NaN in every dtype: an unwritten element shows */
     CK(cudaMemset(b.dump, 0xff, dump_bytes));
-    job j = probe_job(b, es, n, strip, ns, transform, b.dump);
+    job j = probe_job(b, es, n, strip, ns, transform, b.dump, bulk, minb);
     launch(j, 0);
     CK(cudaDeviceSynchronize());
     std::vector<char> hd(dump_bytes), ho(vrow * n);
@@ -773,8 +1067,8 @@ static int check_variant(bufs &b, int es, int n, int strip, int ns, int transfor
                         const double err = fabs(g - y[d]);
                         if (!(err <= tol)) {
                             if (bad < 5)
-                                fprintf(stderr, "  %s n=%d strip=%d %s: tile %d head %d tensor %d row %d dim %d: got %g want %g\n", dname(es), n, strip,
-                                        transform ? "fused" : "op", tile, h, ti, rr, d, g, y[d]);
+                                fprintf(stderr, "  %s n=%d strip=%d ns=%d %s%s: tile %d head %d tensor %d row %d dim %d: got %g want %g\n", dname(es), n, strip, ns,
+                                        transform ? "fused" : "op", bname, tile, h, ti, rr, d, g, y[d]);
                             bad++;
                         }
                         if (tol > 0) werr = std::max(werr, err / tol);
@@ -802,22 +1096,22 @@ static int check_variant(bufs &b, int es, int n, int strip, int ns, int transfor
                 for (int e = 0; e < HD / 2; e++) {
                     const double g = h_load(&ho[(size_t)P * vrow + ((size_t)h * HD + side * 32 + e) * E], es);
                     if (!(g == want)) {
-                        if (obad < 5) fprintf(stderr, "  %s n=%d strip=%d %s: out pos %d head %d dim %d: got %g want %g\n", dname(es), n, strip,
-                                              transform ? "fused" : "op", P, h, side * 32 + e, g, want);
+                        if (obad < 5) fprintf(stderr, "  %s n=%d strip=%d ns=%d %s%s: out pos %d head %d dim %d: got %g want %g\n", dname(es), n, strip, ns,
+                                              transform ? "fused" : "op", bname, P, h, side * 32 + e, g, want);
                         obad++;
                     }
                 }
             }
         }
     *worst = werr;
-    if (bad || obad) fprintf(stderr, "check FAILED: %s n=%d strip=%d %s: %lld transform errors, %lld output errors\n", dname(es), n,
-                             strip, transform ? "fused" : "op", bad, obad);
+    if (bad || obad) fprintf(stderr, "check FAILED: %s n=%d strip=%d ns=%d %s%s: %lld transform errors, %lld output errors\n", dname(es), n,
+                             strip, ns, transform ? "fused" : "op", bname, bad, obad);
     return bad || obad;
 }
 
 /* ---- main ------------------------------------------------------------------------------------ */
 struct row {
-    char name[48];
+    char name[56];
     int es, L, strip, ns, blocks_per_sm;
     double ms, mn, mx, pct_copy, gbs;
 };
@@ -853,7 +1147,7 @@ static int blocks_per_sm(int es, size_t smem) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s OUT.json | --one f32|bf16|f16 L STRIP [op]\n", argv[0]);
+        fprintf(stderr, "usage: %s OUT.json | --one f32|bf16|f16 L STRIP [op] [bulk [5/SM|6/SM]]\n", argv[0]);
         return 2;
     }
     cudaDeviceProp prop;
@@ -886,14 +1180,29 @@ int main(int argc, char **argv) {
         for (int tr = 0; tr < 2; tr++)
             if (static_smem(es) + dyn_smem(es, 4, tr) > SMEM_MAX) { fprintf(stderr, "%s: 4 stages do not fit 48 KB\n", dname(es)); return 2; }
 
-    if (one) { /* one launch of the fused skeleton (or with "op" the op's), for a profiler */
-        const int tr = !(argc > 5 && !strcmp(argv[5], "op"));
-        const int n = 17 * Lmax, strip = atoi(argv[4]), ns = max_stages(one_es, tr, SMEM_MAX);
+    const bool bulk_ok = prop.major >= 9; /* the producer-warp variant needs sm_90 */
+    if (one) { /* one launch of the fused skeleton (or with "op" the op's; with "bulk" the
+                  producer-warp variant, "5/SM" / "6/SM" its ring for 5 / 6 blocks per SM), for a profiler */
+        int tr = 1, bulk = 0, cap_blocks = 0;
+        for (int i = 5; i < argc; i++) {
+            if (!strcmp(argv[i], "op")) tr = 0;
+            else if (!strcmp(argv[i], "bulk")) bulk = 1;
+            else if (!strcmp(argv[i], "5/SM")) cap_blocks = 5;
+            else if (!strcmp(argv[i], "6/SM")) cap_blocks = 6;
+            else { fprintf(stderr, "--one: unknown option %s\n", argv[i]); return 2; }
+        }
+        if (bulk && !bulk_ok) { printf("bulk skipped: needs sm_90 (this GPU is sm_%d%d)\n", prop.major, prop.minor); return 0; }
+        const int minb = cap_blocks == 6 ? 6 : 5;
+        if (minb == 6 && tr) { fprintf(stderr, "--one: 6/SM is built for the op skeleton only\n"); return 2; }
+        const size_t cap = cap_blocks ? (size_t)prop.sharedMemPerMultiprocessor / cap_blocks - 1024 : SMEM_MAX;
+        const int n = 17 * Lmax, strip = atoi(argv[4]);
+        const int ns = bulk ? max_stages_bulk(one_es, tr, minb, cap) : max_stages(one_es, tr, cap);
         fill_inputs(b, one_es, n);
-        job j = probe_job(b, one_es, n, strip, ns, tr, NULL);
+        job j = probe_job(b, one_es, n, strip, ns, tr, NULL, bulk, minb);
         launch(j, 0);
         CK(cudaDeviceSynchronize());
-        printf("one launch: %s %s L=%d strip=%d stages=%d grid %u x %u, %zu B dynamic shared memory\n", tr ? "fused" : "op", dname(one_es), Lmax, strip, ns, j.grid.x, j.grid.y, j.smem);
+        printf("one launch: %s %s L=%d strip=%d stages=%d grid %u x %u, %zu B dynamic shared memory%s\n", tr ? "fused" : "op", dname(one_es), Lmax, strip, ns, j.grid.x, j.grid.y, j.smem,
+               bulk ? ", producer warp, bulk" : "");
         return 0;
     }
 
@@ -912,7 +1221,24 @@ int main(int argc, char **argv) {
         fprintf(js, "  {\"dtype\": \"%s\", \"registers\": %d, \"local_bytes\": %zu, \"static_shared\": %zu, \"fused_stages\": %d, \"fused_dynamic_shared\": %zu}%s\n",
                 dname(es), fa.numRegs, fa.localSizeBytes, fa.sharedSizeBytes, ns, dyn_smem(es, ns, 1), es == 3 ? "" : ",");
     }
-    fprintf(js, " ],\n");
+    if (bulk_ok) {
+        fprintf(js, " \"bulk_resources\": [\n");
+        for (int es : {4, 2, 3})
+            for (int k = 0; k < 3; k++) {
+                const int tr = k == 0, minb = k == 2 ? 6 : 5;
+                cudaFuncAttributes fa;
+                CK(cudaFuncGetAttributes(&fa, bulk_fn(es, tr, minb)));
+                const int ns = max_stages_bulk(es, tr, minb, SMEM_MAX);
+                const size_t dyn = dyn_smem(es, ns, tr);
+                printf("strip_bulk<%s, %s, %d>: %d registers, %zu B local, %zu B static shared; %d stages, %zu B dynamic, %d blocks/SM\n", dname(es),
+                       tr ? "fused" : "op", minb, fa.numRegs, fa.localSizeBytes, fa.sharedSizeBytes, ns, dyn, blocks_per_sm_bulk(es, tr, minb, dyn));
+                fprintf(js, "  {\"dtype\": \"%s\", \"skeleton\": \"%s\", \"min_blocks\": %d, \"registers\": %d, \"local_bytes\": %zu, \"static_shared\": %zu, \"stages\": %d, \"dynamic_shared\": %zu}%s\n",
+                        dname(es), tr ? "fused" : "op", minb, fa.numRegs, fa.localSizeBytes, fa.sharedSizeBytes, ns, dyn, es == 3 && k == 2 ? "" : ",");
+            }
+        fprintf(js, " ],\n");
+    } else {
+        printf("producer warp, bulk: skipped (needs sm_90; this GPU is sm_%d%d)\n", prop.major, prop.minor);
+    }
 
     /* self-check: every variant that is timed, at two small sizes, fresh inputs each */
     /* shared memory per block that lets 5 blocks share an SM (1 KB reserved per block) */
@@ -935,7 +1261,37 @@ int main(int argc, char **argv) {
                     }
             }
     printf("self-check: %d runs, %s; worst transform error %.2f of its tolerance\n", checks, failed ? "FAILED" : "passed", worst_all);
-    fprintf(js, " \"check_passed\": %s, \"check_worst_over_tolerance\": %.4f,\n \"rows\": [\n", failed ? "false" : "true", worst_all);
+    /* the producer-warp variant: every ring (stages) and strip that is timed */
+    const size_t cap6 = (size_t)prop.sharedMemPerMultiprocessor / 6 - 1024;
+    struct bvar { const char *name; int tr, strip, minb; size_t cap; };
+    const bvar bvars[] = {
+        {"fused strip 1, producer warp, bulk", 1, 1, 5, SMEM_MAX}, {"fused strip 2, producer warp, bulk", 1, 2, 5, SMEM_MAX},
+        {"fused strip 4, producer warp, bulk", 1, 4, 5, SMEM_MAX}, {"fused strip 8, producer warp, bulk", 1, 8, 5, SMEM_MAX},
+        {"fused strip 4, producer warp, bulk, 5 blocks/SM", 1, 4, 5, cap5},
+        {"op strip 1, producer warp, bulk", 0, 1, 5, SMEM_MAX}, {"op strip 2, producer warp, bulk", 0, 2, 5, SMEM_MAX},
+        {"op strip 4, producer warp, bulk", 0, 4, 5, SMEM_MAX}, {"op strip 8, producer warp, bulk", 0, 8, 5, SMEM_MAX},
+        {"op strip 1, producer warp, bulk, 5 blocks/SM", 0, 1, 5, cap5}, {"op strip 4, producer warp, bulk, 5 blocks/SM", 0, 4, 5, cap5},
+        {"op strip 1, producer warp, bulk, 6 blocks/SM", 0, 1, 6, cap6}, {"op strip 4, producer warp, bulk, 6 blocks/SM", 0, 4, 6, cap6},
+    };
+    int bchecks = 0, bfailed = 0;
+    double bworst = 0.0;
+    if (bulk_ok) {
+        for (int es : {4, 2, 3})
+            for (const bvar &v : bvars)
+                for (int n : {17 * 20, 17 * 37}) {
+                    const int ns = max_stages_bulk(es, v.tr, v.minb, v.cap);
+                    double worst = 0.0;
+                    bfailed |= check_variant(b, es, n, v.strip, ns, v.tr, seed++, &worst, 1, v.minb);
+                    bworst = std::max(bworst, worst);
+                    bchecks++;
+                }
+        printf("self-check, producer warp, bulk: %d runs, %s; worst transform error %.2f of its tolerance\n", bchecks, bfailed ? "FAILED" : "passed", bworst);
+    } else {
+        printf("self-check, producer warp, bulk: skipped (needs sm_90; this GPU is sm_%d%d)\n", prop.major, prop.minor);
+    }
+    failed |= bfailed;
+    fprintf(js, " \"check_passed\": %s, \"check_worst_over_tolerance\": %.4f,\n", failed ? "false" : "true", worst_all);
+    fprintf(js, " \"bulk_check_runs\": %d, \"bulk_check_worst_over_tolerance\": %.4f,\n \"rows\": [\n", bchecks, bworst);
 
     /* timing */
     std::vector<row> rows;
@@ -986,6 +1342,17 @@ int main(int argc, char **argv) {
                 r.ms = st.med; r.mn = st.mn; r.mx = st.mx; r.pct_copy = 100.0 * copy_ms / st.med; r.gbs = units6 / (st.med * 1e-3) / 1e9;
                 rows.push_back(r);
             }
+            for (const bvar &v : bvars) {
+                if (!bulk_ok) break;
+                const int ns = max_stages_bulk(es, v.tr, v.minb, v.cap);
+                job j = probe_job(b, es, n, v.strip, ns, v.tr, NULL, 1, v.minb);
+                const stats st = time_graph(j);
+                row r;
+                snprintf(r.name, sizeof r.name, "%s", v.name);
+                r.es = es; r.L = L; r.strip = v.strip; r.ns = ns; r.blocks_per_sm = blocks_per_sm_bulk(es, v.tr, v.minb, j.smem);
+                r.ms = st.med; r.mn = st.mn; r.mx = st.mx; r.pct_copy = 100.0 * copy_ms / st.med; r.gbs = units6 / (st.med * 1e-3) / 1e9;
+                rows.push_back(r);
+            }
             printf("%s L=%d: copy %.4f ms (%s)\n", dname(es), L, copy_ms, copy_name);
             fflush(stdout);
         }
@@ -996,9 +1363,9 @@ int main(int argc, char **argv) {
     }
     fprintf(js, " ]\n}\n");
     fclose(js);
-    printf("\n%-34s %-5s %5s %3s %5s %9s %9s %7s\n", "variant", "dtype", "L", "ns", "blk", "ms", "GB/s", "%copy");
+    printf("\n%-48s %-5s %5s %3s %5s %9s %9s %7s\n", "variant", "dtype", "L", "ns", "blk", "ms", "GB/s", "%copy");
     for (const row &r : rows)
-        printf("%-34s %-5s %5d %3d %5d %9.4f %9.1f %6.1f%s\n", r.name, dname(r.es), r.L, r.ns, r.blocks_per_sm, r.ms, r.gbs, r.pct_copy,
+        printf("%-48s %-5s %5d %3d %5d %9.4f %9.1f %6.1f%s\n", r.name, dname(r.es), r.L, r.ns, r.blocks_per_sm, r.ms, r.gbs, r.pct_copy,
                r.mx > 1.1 * r.mn ? "  (spread > 10 %)" : "");
     printf("%s\n", failed ? "SELF-CHECK FAILED: the timings above are not of a correct skeleton" : "self-check passed");
     return failed;
