@@ -231,3 +231,20 @@ def test_trt_samel_jit():
                           cfg.scale, cfg.lam, cfg.rot_dims, cfg.base, cfg.pos_offset, "float16")
     assert rel_err(out, ref) < TOL["float16"]
     assert dswa.trt.stats["jit"] > before
+
+
+def test_num_heads_annotation():
+    """num_heads' annotation is a class (TensorRT 10.15's register validator calls issubclass on
+    every annotation, which Python 3.12 refuses for numpy.typing.NDArray[int32]) that the plugin
+    layer reads as an int32 array: __origin__ numpy.ndarray, __args__[1] numpy.dtype[int32]."""
+    import inspect
+    import typing
+    try:
+        import numpy as np
+    except ImportError:
+        skip("skipped: numpy not installed")
+    import dswa.trt
+    a = dswa.trt._int32_array_annotation()
+    assert inspect.isclass(a) and not issubclass(a, (int, str))
+    assert a.__origin__ is np.ndarray
+    assert typing.get_args(a.__args__[1]) == (np.int32,)
