@@ -31,6 +31,21 @@ static inline dswa_problem dswa_samel_op_problem(const dswa_samel_problem *p) {
     return d;
 }
 
+/* The op's backward as both fused backwards run it: on dense fp32 scratch, q and k
+   [b][n][pair][h][d], V, dout and the summed dV [b][n][h][d]. */
+static inline dswa_backward_problem dswa_samel_scratch_backward_problem(const dswa_samel_problem *p) {
+    dswa_backward_problem ob;
+    memset(&ob, 0, sizeof ob);
+    ob.fwd = dswa_samel_op_problem(p);
+    ob.fwd.dtype = DSWA_F32;
+    const int64_t N = p->seq_len, H = p->heads, D = p->head_dim;
+    const dswa_layout qk = {N * 2 * H * D, 2 * H * D, H * D, D, 1};
+    const dswa_layout one = {N * H * D, H * D, 0, D, 1};
+    ob.fwd.q = ob.fwd.k = ob.dq = ob.dk = qk;
+    ob.fwd.v = ob.fwd.out = ob.dout = ob.dv = one;
+    return ob;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -135,16 +135,8 @@ dswa_status dswa_samel_cpu_backward(const dswa_samel_backward_problem *bp, const
     to_f32(p, (const char *)qkv + 2 * p->qkv.chunk * (int64_t)dswa_dtype_size(p->dtype), &vl, v);
     to_f32(p, dout, &bp->dout, go);
 
-    /* The op on the scratch, all fp32 and dense: q and k [b][n][pair][h][d], V, dout and the
-       summed dV [b][n][h][d]. */
-    dswa_backward_problem ob;
-    memset(&ob, 0, sizeof ob);
-    ob.fwd = dswa_samel_op_problem(p);
-    ob.fwd.dtype = DSWA_F32;
-    const dswa_layout qk = {N * 2 * H * D, 2 * H * D, H * D, D, 1};
-    const dswa_layout one = {N * H * D, H * D, 0, D, 1};
-    ob.fwd.q = ob.fwd.k = ob.dq = ob.dk = qk;
-    ob.fwd.v = ob.fwd.out = ob.dout = ob.dv = one;
+    /* The op on the scratch, all fp32 and dense */
+    const dswa_backward_problem ob = dswa_samel_scratch_backward_problem(p);
     if ((s = dswa_cpu_backward(&ob, rq, rk, v, go, drq, drk, dv, NULL)) != DSWA_OK) goto done;
 
     S.drq = drq; S.drk = drk; S.dv = dv; S.inv = inv;

@@ -306,17 +306,8 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
     a.rot_dims = p->rot_dims; a.pos_offset = p->pos_offset; a.base = p->rope_base;
     a.tiles = (p->seq_len + DSWA_BWD_ROWS - 1) / DSWA_BWD_ROWS;
 
-    /* The op on the scratch, all fp32 and dense: q and k [b][n][pair][h][d], V, dout and the
-       summed dV [b][n][h][d] (as the CPU backward hands it to the op). */
-    const int64_t N = p->seq_len, H = p->heads, D = p->head_dim;
-    dswa_backward_problem ob;
-    memset(&ob, 0, sizeof ob);
-    ob.fwd = dswa_samel_op_problem(p);
-    ob.fwd.dtype = DSWA_F32;
-    const dswa_layout qk = {N * 2 * H * D, 2 * H * D, H * D, D, 1};
-    const dswa_layout one = {N * H * D, H * D, 0, D, 1};
-    ob.fwd.q = ob.fwd.k = ob.dq = ob.dk = qk;
-    ob.fwd.v = ob.fwd.out = ob.dout = ob.dv = one;
+    /* The op on the scratch, all fp32 and dense, as the CPU backward hands it to the op */
+    const dswa_backward_problem ob = dswa_samel_scratch_backward_problem(p);
 
     const dim3 grid((unsigned)a.tiles, (unsigned)p->heads, (unsigned)p->batch);
     void *args[1] = {&a};
