@@ -364,8 +364,9 @@ size_t dswa_samel_backward_workspace_bytes(const dswa_samel_backward_problem *p)
    device memory of at least dswa_samel_backward_workspace_bytes(p) bytes, 256-byte aligned,
    sharing no byte with anything else. No allocation, no synchronisation: capturable in a CUDA
    graph with the workspace it was given. Checks: dswa_samel_validate_backward's, then the
-   workspace's (DSWA_ERR_INVALID_ARGUMENT naming it: NULL, too small, not 256-byte aligned, or
-   sharing a byte with qkv, dout, dqkv, the norms' gamma and beta or g's pointers), then
+   workspace's (DSWA_ERR_INVALID_ARGUMENT naming it: NULL, too small, or sharing a byte with
+   qkv, dout, dqkv, the norms' gamma and beta or g's pointers; DSWA_ERR_MISALIGNED: not
+   256-byte aligned, as dswa_backward_cuda's), then
    head_dim <= 64, seq_len <= 2^30 and batch, heads <= 65535 (DSWA_ERR_UNSUPPORTED) and pointers
    aligned to their elements (DSWA_ERR_MISALIGNED); any layout the CPU backward takes otherwise.
    Arithmetic: fp32 (tanh fp32-accurate, as the forward's fp32 math computes it) whatever

@@ -46,7 +46,7 @@ static void workspace_refusals(const refusal_bufs *rb) {
     struct { const char *what; int arg; dswa_status want; const char *needle; } r[] = {
         {"workspace NULL", 0, DSWA_ERR_INVALID_ARGUMENT, "workspace = NULL"},
         {"workspace_bytes one short", 1, DSWA_ERR_INVALID_ARGUMENT, "workspace_bytes = "},
-        {"workspace misaligned by 128 bytes", 2, DSWA_ERR_INVALID_ARGUMENT, "256-byte aligned"},
+        {"workspace misaligned by 128 bytes", 2, DSWA_ERR_MISALIGNED, "256-byte aligned"},
         {"workspace overlapping dqkv", 3, DSWA_ERR_INVALID_ARGUMENT, "workspace: overlaps dqkv"},
         {"workspace holding k_norm.dgamma", 4, DSWA_ERR_INVALID_ARGUMENT, "workspace: overlaps k_norm.dgamma"},
         {"workspace holding q_norm.beta", 5, DSWA_ERR_INVALID_ARGUMENT, "workspace: overlaps q_norm.beta"},

@@ -98,24 +98,32 @@ size_t dswa_backward_workspace_bytes(const dswa_backward_problem *p) {
              : 0;
 }
 
+dswa_status dswa_check_workspace_room(size_t need, const void *ws, size_t bytes, size_t align,
+                                      const char *sizer) {
+    if (need == 0) return DSWA_OK;
+    if (!ws)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "workspace = NULL: this problem needs %zu "
+                         "bytes (%s)", need, sizer);
+    if (bytes < need)
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "workspace_bytes = %zu: this problem needs "
+                         "%zu (%s)", bytes, need, sizer);
+    if ((uintptr_t)ws % align)
+        return dswa_fail(DSWA_ERR_MISALIGNED, "workspace = %p: must be %zu-byte aligned", ws,
+                         align);
+    return DSWA_OK;
+}
+
 /* The CUDA backward's workspace: there, large enough, aligned, and apart from every tensor
    and dlambda (the bytes the kernels use: [workspace, workspace + need)). */
 static dswa_status check_workspace(const dswa_backward_problem *p, const void *const ptr[7],
                                    const float *dlambda, const void *ws, size_t bytes) {
     const size_t need = dswa_backward_workspace_bytes(p);
-    if (need == 0) return DSWA_OK;
     if (need == SIZE_MAX)
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "batch * seq_len * heads = %d * %d * %d: the "
                          "workspace would not fit a size_t", p->fwd.batch, p->fwd.seq_len,
                          p->fwd.heads);
-    if (!ws)
-        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "workspace = NULL: this problem needs %zu "
-                         "bytes (dswa_backward_workspace_bytes)", need);
-    if (bytes < need)
-        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "workspace_bytes = %zu: this problem needs "
-                         "%zu (dswa_backward_workspace_bytes)", bytes, need);
-    if ((uintptr_t)ws % 16)
-        return dswa_fail(DSWA_ERR_MISALIGNED, "workspace = %p: must be 16-byte aligned", ws);
+    dswa_status s = dswa_check_workspace_room(need, ws, bytes, 16, "dswa_backward_workspace_bytes");
+    if (s != DSWA_OK || need == 0) return s;
     static const char *const names[8] = {"q", "k", "v", "dout", "dq", "dk", "dv", "dlambda"};
     const dswa_layout *const lay[7] = {&p->fwd.q, &p->fwd.k, &p->fwd.v, &p->dout,
                                        &p->dq, &p->dk, &p->dv};

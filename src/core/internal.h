@@ -41,6 +41,12 @@ dswa_status dswa_cuda_samel_launch(const dswa_samel_problem *p, const void *qkv,
 /* 1 when a device of compute capability 8.0 or newer is current; else 0 with a message. */
 int dswa_cuda_probe(void);
 
+/* What both CUDA backwards check of their workspace first: need bytes (their sizing function,
+   named by sizer, gave need; 0: no workspace needed), ws there, bytes >= need, ws align-byte
+   aligned. Overlaps are each backward's own check. */
+dswa_status dswa_check_workspace_room(size_t need, const void *ws, size_t bytes, size_t align,
+                                      const char *sizer);
+
 /* The CUDA backward (src/cuda/kernel_backward.cu; src/cuda/absent.c without nvcc). Called
    after dswa_validate_backward and the workspace checks succeeded and the device was probed;
    an empty problem only writes dlambda = 0. workspace: dswa_bwd_workspace_layout's bytes. */

@@ -123,19 +123,13 @@ static dswa_status check_samel_workspace(const dswa_samel_backward_problem *bp, 
                                          size_t bytes) {
     const dswa_samel_problem *p = &bp->fwd;
     const size_t need = dswa_samel_backward_workspace_bytes(bp);
-    if (need == 0) return DSWA_OK;
     if (need == SIZE_MAX)
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "batch * seq_len * heads * head_dim = %d * %d "
                          "* %d * %d: the workspace would not fit a size_t", p->batch, p->seq_len,
                          p->heads, p->head_dim);
-    if (!ws)
-        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "workspace = NULL: this problem needs %zu "
-                         "bytes (dswa_samel_backward_workspace_bytes)", need);
-    if (bytes < need)
-        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "workspace_bytes = %zu: this problem needs "
-                         "%zu (dswa_samel_backward_workspace_bytes)", bytes, need);
-    if ((uintptr_t)ws % 256)
-        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "workspace = %p: must be 256-byte aligned", ws);
+    dswa_status s = dswa_check_workspace_room(need, ws, bytes, 256,
+                                              "dswa_samel_backward_workspace_bytes");
+    if (s != DSWA_OK || need == 0) return s;
     const dswa_problem d = dswa_samel_op_problem(p);
     const uintptr_t nb = (uintptr_t)p->head_dim * sizeof(float);
     struct { const char *name; const void *ptr; uintptr_t len; } t[13] = {
