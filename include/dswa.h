@@ -192,8 +192,12 @@ size_t dswa_backward_workspace_bytes(const dswa_backward_problem *p);
    DSWA_ERR_MISALIGNED), then head_dim <= 64, seq_len <= 2^30 and batch, heads <= 65535
    (DSWA_ERR_UNSUPPORTED) and element-aligned pointers (DSWA_ERR_MISALIGNED); any layout the
    CPU backward takes otherwise (int64 strides). On any refusal nothing has been written.
-   Arithmetic: fp32 FMA for every dtype, whatever p->fwd.math says (no TF32): f32 gradients
-   within about 1e-6 of the exact ones, relative; 16-bit ones rounded once at the store. dlambda
+   Arithmetic: f32 in fp32 FMA, whatever p->fwd.math says (no TF32): gradients within about
+   1e-6 of the exact ones, relative. 16-bit: fp32 arithmetic, rounded once at the store; where
+   the forward's band kernel applies (head_dim 64, window_left + window_right <= 48, rows
+   16-byte aligned with unit dim stride) the products run on tensor cores with fp32
+   accumulation, the softmax weights and dS entering them as two 16-bit terms (about 16
+   significant bits), so the error stays that of the rounding at the store. dlambda
    is summed in double. Deterministic: bitwise the same on every run (no atomics; every sum in
    a fixed order; docs/BACKWARD.md). An empty problem writes *dlambda = 0 only. */
 dswa_status dswa_backward_cuda(const dswa_backward_problem *p, const void *q, const void *k,

@@ -22,28 +22,18 @@
  * is read by the warp in one coalesced sweep. Neighbouring rows of a block read the same
  * window, so K, V, Q and dout rows are served by L1 after their first read. A dot product is
  * a lane's two products and a butterfly sum, so every lane holds the same bits. This is the
- * general kernel, written for clarity and determinism; a tensor-core version for SAME-L's band
- * would be a later addition. Nothing here allocates or synchronizes: a call is capturable in
+ * general kernel, written for clarity and determinism. The launcher below sends the 16-bit
+ * problems of the forward's band (SAME-L's among them) to the tensor-core family instead
+ * (kernel_backward_band.cu, picked by dswa_bwd_band_ok). Nothing here allocates or synchronizes: a call is capturable in
  * a CUDA graph. The kernel arguments are one struct of the public layouts (dswa.h is their
- * home): these kernels have no TensorRT export, so kernel_args.h's int32 table does not apply.
+ * home, backward.cuh the struct's): these kernels have no TensorRT export, so kernel_args.h's
+ * int32 table does not apply.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "core/internal.h"
+#include "cuda/backward.cuh"
 #include "cuda/common.cuh"
-
-/* Everything the three kernels read; passed by value. */
-struct bwd_args {
-    const void *q, *k, *v, *dout;
-    void *dq, *dk, *dv;
-    float *table;      /* [B][H][N][pair][m, 1/l, delta] */
-    double *partial;   /* [B][H][tiles]: kernel A's blocks' shares of dlambda; NULL: none */
-    float *dlambda;    /* device float or NULL */
-    dswa_layout lq, lk, lv, ldout, ldq, ldk, ldv;
-    int n, heads, dim, wl, wr, tiles, sum_dv;
-    float scale, lambda;
-};
 
 #define ROWS_PER_WARP (DSWA_BWD_ROWS / DSWA_WARPS)
 
@@ -265,6 +255,7 @@ extern "C" dswa_status dswa_cuda_backward_launch(const dswa_backward_problem *p,
     a.dlambda = dlambda;
     a.lq = f->q; a.lk = f->k; a.lv = f->v;
     a.ldout = p->dout; a.ldq = p->dq; a.ldk = p->dk; a.ldv = p->dv;
+    a.batch = f->batch;
     a.n = f->seq_len;
     a.heads = f->heads;
     a.dim = f->head_dim;
@@ -279,10 +270,13 @@ extern "C" dswa_status dswa_cuda_backward_launch(const dswa_backward_problem *p,
     const dim3 grid((unsigned)a.tiles, (unsigned)f->heads, (unsigned)f->batch);
     void *args[1] = {&a};
     dswa_status st;
-    if ((st = launched("launch of the backward's query kernel",
-                       cudaLaunchKernel(e->queries, grid, dim3(DSWA_THREADS), args, 0, s))) ||
-        (st = launched("launch of the backward's key kernel",
-                       cudaLaunchKernel(e->keys, grid, dim3(DSWA_THREADS), args, 0, s))))
+    if (dswa_bwd_band_ok(a, f->dtype)) {
+        if ((st = launched("launch of the backward's tensor-core kernels", dswa_bwd_band_launch(a, f->dtype, s))))
+            return st;
+    } else if ((st = launched("launch of the backward's query kernel",
+                              cudaLaunchKernel(e->queries, grid, dim3(DSWA_THREADS), args, 0, s))) ||
+               (st = launched("launch of the backward's key kernel",
+                              cudaLaunchKernel(e->keys, grid, dim3(DSWA_THREADS), args, 0, s))))
         return st;
     if (!dlambda) return DSWA_OK;
     const double *partial = a.partial;

@@ -12,6 +12,10 @@ void *tu_dev_from_host(const void *h, size_t bytes) {
     void *d = NULL;
     CU(cudaMalloc(&d, bytes));
     CU(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    /* From pageable memory, cudaMemcpy may return before the copy has landed, and work on a
+       non-blocking stream is not ordered after the legacy stream's: the graph check's inputs
+       (copied on such a stream) read stale tails without this. */
+    CU(cudaDeviceSynchronize());
     return d;
 }
 

@@ -1,0 +1,363 @@
+/* The op's backward on tensor cores, for the problems the forward's band kernel takes in
+ * 16-bit (SAME-L's among them): head_dim 64, window_left + window_right <= 48, rows 16-byte
+ * aligned with unit dim stride (dswa_bwd_band_ok). The math is in include/dswa.h, the plan and
+ * the determinism rule in docs/BACKWARD.md; everything else goes to kernel_backward.cu's
+ * general kernels, which the launcher there picks between.
+ *
+ * Entries, each a template over the 16-bit type (__half, __nv_bfloat16):
+ *   dswa_bwd_band_queries  per 64 query rows of one (batch, head): for each pair, the scores S
+ *                          against the rows' key band, the exact softmax P (max and sum over the
+ *                          whole band, which is in registers), dP = dA V^T, delta = sum P dP,
+ *                          dS = P (dP - delta) and dq = scale dS K. Writes each row's (max,
+ *                          1/sum, delta) per pair to the workspace's table and, with dlambda,
+ *                          each 16 rows' share of -sum dout . A_1 (as sum P_1 (dout . V_1)).
+ *   dswa_bwd_band_keys     per 64 key rows: the transposed products against the rows' query
+ *                          band, P recomputed from the table, dv = sum P dA (pair 0's terms,
+ *                          then pair 1's, in one accumulator when dv is summed) and
+ *                          dk = scale dS^T Q.
+ * The dlambda kernel of kernel_backward.cu then sums the shares in a fixed order.
+ *
+ * Why it is shaped so:
+ *  - The forward's band geometry: a warp owns 16 rows, and every key its rows see lies in 64
+ *    consecutive band rows (16 + 48), so one warp's scores are a 16 x 64 mma product held in
+ *    registers and its softmax is exact; the block's band (112 rows) fits shared memory with
+ *    the tile's own rows, 44 KB static, and the key kernel is the query kernel with the roles
+ *    of Q and K (and of dout and V) exchanged, so both are made of the same two products:
+ *    bb_dots (a 16 x 64 block of row . band-row dot products) and bb_mix (16 rows of
+ *    sum over the band of weight x band row).
+ *  - Gathering instead of scattering: every gradient row is written once by the warp that
+ *    owns it, after sums in a fixed order (mma over the band, then the pairs in order); no
+ *    atomics, so results are bitwise the same on every run.
+ *  - The weights P and dS enter the tensor core as two 16-bit terms (hi + lo, the low part
+ *    the rounding error of the high one), so they carry about 16 significant bits instead of
+ *    8 or 11: the gradients' error stays that of the fp32 arithmetic and the one rounding at
+ *    the store, as for the general kernel (tests/lib/backward_cases.h's tolerances).
+ *    The mma accumulates in fp32.
+ *  - The table holds the max in log2 units (scale log2 e folded in) so that both kernels
+ *    compute p = 2^(s scale log2 e - max) with the same expression. The two kernels of this
+ *    family write and read it; the general family has its own units.
+ *  - Loads are cp.async of 16-byte chunks into rows of 8 chunks swizzled by row (chunk
+ *    u ^ (row & 7)), so that ldmatrix's 8 rows at one chunk hit 8 different bank groups.
+ *  - Shared V (v.pair == 0) is read once and dA V^T computed once: pair 1's is -lambda times
+ *    pair 0's.
+ * Rows past N are loaded as zeros and masked; a key outside the sequence or the window weighs
+ * 0. Nothing here allocates or synchronizes the host: a call is capturable in a CUDA graph.
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "cuda/backward.cuh"
+#include "cuda/mma.cuh"
+
+#define BB_ROWS (DSWA_TILE + DSWA_BAND_MAX_SPAN) /* band rows of a block: 112 */
+#define BB_DIM 64                                /* head_dim: rows of 8 16-byte chunks */
+
+/* ---- tiles in shared memory ------------------------------------------------------------- */
+
+/* Chunk u (8 elements) of row r of a tile of 64-element rows, swizzled (see the top). */
+template <typename T> __device__ __forceinline__ T *bb_at(T *tile, int r, int u) {
+    return tile + r * BB_DIM + ((u ^ (r & 7)) << 3);
+}
+template <typename T> __device__ __forceinline__ const T *bb_at(const T *tile, int r, int u) {
+    return tile + r * BB_DIM + ((u ^ (r & 7)) << 3);
+}
+
+/* Rows row0 .. row0 + rows - 1 of a slice with row stride sn into tile, asynchronously; rows
+   outside [0, n) as zeros. */
+template <typename T>
+__device__ __forceinline__ void bb_load(T *tile, const T *base, int64_t sn, int row0, int rows, int n) {
+    for (int x = threadIdx.x; x < rows * 8; x += DSWA_THREADS) {
+        const int r = x >> 3, u = x & 7, src = row0 + r;
+        const bool ok = src >= 0 && src < n;
+        dswa_cp_async16(bb_at(tile, r, u), ok ? base + (int64_t)src * sn + u * 8 : base, ok);
+    }
+}
+
+/* ---- the two products --------------------------------------------------------------------- */
+
+/* x[t] = the dot products of the warp's 16 rows of a (from row ra) with band rows rb + 8t ..
+   rb + 8t + 7 of b, over the 64 dims: mma C fragments (x[t][e] is row g + 8 (e >> 1), band
+   column 8t + 2c + (e & 1), g = lane / 4, c = lane % 4). */
+template <typename T>
+__device__ __forceinline__ void bb_dots(float x[8][4], const T *a, int ra, const T *b, int rb) {
+    const int lane = threadIdx.x & 31;
+    uint32_t af[4][4];
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++) ldmatrix_x4(af[ks], bb_at(a, ra + (lane & 15), 2 * ks + (lane >> 4)));
+#pragma unroll
+    for (int t = 0; t < 8; t++) {
+        x[t][0] = x[t][1] = x[t][2] = x[t][3] = 0.f;
+#pragma unroll
+        for (int hk = 0; hk < 2; hk++) {
+            uint32_t bf[4];
+            ldmatrix_x4(bf, bb_at(b, rb + 8 * t + (lane & 7), 4 * hk + (lane >> 3)));
+            mma16<T>(x[t], af[2 * hk], bf[0], bf[1]);
+            mma16<T>(x[t], af[2 * hk + 1], bf[2], bf[3]);
+        }
+    }
+}
+
+/* hi + lo = (a, b) to about 16 significant bits, as two registers of 16-bit pairs. */
+template <typename T> __device__ __forceinline__ void bb_split(float a, float b, uint32_t &hi, uint32_t &lo) {
+    hi = pack2<T>(a, b);
+    const float2 h = unpack2<T>(hi);
+    lo = pack2<T>(a - h.x, b - h.y);
+}
+
+/* acc (16 rows x 64 dims, C fragments: acc[j][e] is dim 8j + 2c + (e & 1)) += sum over the 64
+   band columns of f w(row, column) * b[rb + column]: w in the layout bb_dots makes, entering
+   the tensor core as hi + lo. */
+template <typename T>
+__device__ __forceinline__ void bb_mix(float acc[8][4], const float w[8][4], float f, const T *b, int rb) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        uint32_t hi[4], lo[4];
+        bb_split<T>(f * w[2 * kk][0], f * w[2 * kk][1], hi[0], lo[0]);
+        bb_split<T>(f * w[2 * kk][2], f * w[2 * kk][3], hi[1], lo[1]);
+        bb_split<T>(f * w[2 * kk + 1][0], f * w[2 * kk + 1][1], hi[2], lo[2]);
+        bb_split<T>(f * w[2 * kk + 1][2], f * w[2 * kk + 1][3], hi[3], lo[3]);
+#pragma unroll
+        for (int j = 0; j < 8; j += 2) {
+            uint32_t bf[4];
+            ldmatrix_x4_trans(bf, bb_at(b, rb + 16 * kk + (lane & 15), j + (lane >> 4)));
+            mma16<T>(acc[j], hi, bf[0], bf[1]);
+            mma16<T>(acc[j], lo, bf[0], bf[1]);
+            mma16<T>(acc[j + 1], hi, bf[2], bf[3]);
+            mma16<T>(acc[j + 1], lo, bf[2], bf[3]);
+        }
+    }
+}
+
+/* Whether element e of band tile t is a weight of the window: row r = g + 8 (e >> 1) sees
+   band column col = 8t + 2c + (e & 1) iff col - r is in [0, span] (the same shape for queries
+   against keys and keys against queries) and the column's row lies in the sequence
+   ([clo, chi) in band columns). */
+__device__ __forceinline__ bool bb_valid(int t, int e, int span, int clo, int chi) {
+    const int lane = threadIdx.x & 31;
+    const int col = 8 * t + 2 * (lane & 3) + (e & 1), r = (lane >> 2) + 8 * (e >> 1);
+    return (unsigned)(col - r) <= (unsigned)span && col >= clo && col < chi;
+}
+
+/* Stores scale * acc into the warp's rows row0 + g, row0 + g + 8 (those < n) of a slice with
+   row stride sn, two elements a store. */
+template <typename T>
+__device__ __forceinline__ void bb_store(T *base, int64_t sn, int row0, int n, const float acc[8][4], float scale) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+        const int i = row0 + (lane >> 2) + 8 * rr;
+        if (i >= n) continue;
+        T *row = base + (int64_t)i * sn + 2 * (lane & 3);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            *(uint32_t *)(row + 8 * j) = pack2<T>(scale * acc[j][2 * rr], scale * acc[j][2 * rr + 1]);
+    }
+}
+
+#define BB_LOG2E 1.4426950408889634f
+
+/* ---- the query kernel --------------------------------------------------------------------- */
+
+template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_bwd_band_queries(const bwd_args a) {
+    __shared__ __align__(128) T kb[BB_ROWS * BB_DIM], vb[BB_ROWS * BB_DIM];
+    __shared__ __align__(128) T qt[DSWA_TILE * BB_DIM], gt[DSWA_TILE * BB_DIM];
+    const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31, c = lane & 3;
+    const int i0 = tile * DSWA_TILE, k0 = i0 - a.wl;   /* the tile's first query, first band key */
+    const int wrow = 16 * warp;                          /* the warp's rows and band, in the tiles */
+    const int clo = -(k0 + wrow), chi = a.n - (k0 + wrow);
+    const T *q = (const T *)a.q + (int64_t)b * a.lq.batch + (int64_t)h * a.lq.head;
+    const T *k = (const T *)a.k + (int64_t)b * a.lk.batch + (int64_t)h * a.lk.head;
+    const T *v = (const T *)a.v + (int64_t)b * a.lv.batch + (int64_t)h * a.lv.head;
+    const T *g = (const T *)a.dout + (int64_t)b * a.ldout.batch + (int64_t)h * a.ldout.head;
+    T *dq = (T *)a.dq + (int64_t)b * a.ldq.batch + (int64_t)h * a.ldq.head;
+    float *table = a.table + ((int64_t)b * a.heads + h) * a.n * 6;
+    const float sl2 = a.scale * BB_LOG2E;
+    const int span = a.wl + a.wr;
+
+    bb_load(gt, g, a.ldout.seq, i0, DSWA_TILE, a.n);
+    float dpu[8][4];            /* dout . V_p over the band: dP_p = c_p dpu */
+    float share[2] = {0.f, 0.f}; /* rows g, g + 8: sum P_1 dpu (dlambda) */
+#pragma unroll
+    for (int p = 0; p < 2; p++) {
+        const bool new_v = p == 0 || a.lv.pair != 0;
+        if (p) __syncthreads();   /* every warp is done with pair 0's tiles */
+        bb_load(qt, q + (int64_t)p * a.lq.pair, a.lq.seq, i0, DSWA_TILE, a.n);
+        bb_load(kb, k + (int64_t)p * a.lk.pair, a.lk.seq, k0, BB_ROWS, a.n);
+        if (new_v) bb_load(vb, v + (int64_t)p * a.lv.pair, a.lv.seq, k0, BB_ROWS, a.n);
+        dswa_cp_async_commit();
+        dswa_cp_async_wait<0>();
+        __syncthreads();
+
+        float s[8][4];
+        bb_dots(s, qt, wrow, kb, wrow);
+        if (new_v) bb_dots(dpu, gt, wrow, vb, wrow);
+        /* the exact softmax over the band, in log2 units */
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+        for (int t = 0; t < 8; t++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                s[t][e] = bb_valid(t, e, span, clo, chi) ? s[t][e] * sl2 : -INFINITY;
+                m[e >> 1] = fmaxf(m[e >> 1], s[t][e]);
+            }
+#pragma unroll
+        for (int r = 0; r < 2; r++) m[r] = dswa_quad_max(m[r]);
+#pragma unroll
+        for (int t = 0; t < 8; t++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                s[t][e] = s[t][e] == -INFINITY ? 0.f : dswa_exp2(s[t][e] - m[e >> 1]);
+                l[e >> 1] += s[t][e];
+            }
+        dswa_row_inverse(l);   /* rows past N have no valid key: 1/0, never stored */
+        const float cp = p ? -a.lambda : 1.f;
+        float pd[2] = {0.f, 0.f};
+#pragma unroll
+        for (int t = 0; t < 8; t++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                s[t][e] *= l[e >> 1];
+                pd[e >> 1] = fmaf(s[t][e], dpu[t][e], pd[e >> 1]);
+            }
+        float delta[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            pd[r] = dswa_quad_sum(pd[r]);
+            delta[r] = cp * pd[r];
+            if (p) share[r] = pd[r];
+        }
+#pragma unroll
+        for (int t = 0; t < 8; t++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) s[t][e] *= fmaf(cp, dpu[t][e], -delta[e >> 1]);
+
+        float acc[8][4] = {};
+        bb_mix(acc, s, 1.f, kb, wrow);
+        bb_store(dq + (int64_t)p * a.ldq.pair, a.ldq.seq, i0 + wrow, a.n, acc, a.scale);
+        if (c == 0)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int i = i0 + wrow + (lane >> 2) + 8 * r;
+                if (i >= a.n) continue;
+                float *st = table + (int64_t)i * 6 + 3 * p;
+                st[0] = m[r];
+                st[1] = l[r];
+                st[2] = delta[r];
+            }
+    }
+    if (!a.partial) return;
+    /* this warp's 16 rows' share of dlambda, summed in a fixed order */
+    double x = 0.0;
+    if (c == 0)
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+            if (i0 + wrow + (lane >> 2) + 8 * r < a.n) x += (double)share[r];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    const int slot = tile * (DSWA_TILE / DSWA_BWD_ROWS) + warp;   /* DSWA_BWD_ROWS == 16 rows */
+    if (lane == 0 && slot < a.tiles) a.partial[((int64_t)b * a.heads + h) * a.tiles + slot] = -x;
+}
+
+/* ---- the key kernel ----------------------------------------------------------------------- */
+
+/* 3 blocks per SM (168 registers, a few bytes spilled): 2-3 % faster than the compiler's 174
+   registers and 2 blocks (docs/PERF.md section 7). */
+template <typename T> __global__ void __launch_bounds__(DSWA_THREADS, 3) dswa_bwd_band_keys(const bwd_args a) {
+    __shared__ __align__(128) T qb[BB_ROWS * BB_DIM], gb[BB_ROWS * BB_DIM];
+    __shared__ __align__(128) T kt[DSWA_TILE * BB_DIM], vt[DSWA_TILE * BB_DIM];
+    __shared__ float st[BB_ROWS][3];
+    const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
+    const int j0 = tile * DSWA_TILE, q0 = j0 - a.wr;   /* the tile's first key, first band query */
+    const int wrow = 16 * warp;
+    const int clo = -(q0 + wrow), chi = a.n - (q0 + wrow);
+    const T *q = (const T *)a.q + (int64_t)b * a.lq.batch + (int64_t)h * a.lq.head;
+    const T *k = (const T *)a.k + (int64_t)b * a.lk.batch + (int64_t)h * a.lk.head;
+    const T *v = (const T *)a.v + (int64_t)b * a.lv.batch + (int64_t)h * a.lv.head;
+    const T *g = (const T *)a.dout + (int64_t)b * a.ldout.batch + (int64_t)h * a.ldout.head;
+    T *dk = (T *)a.dk + (int64_t)b * a.ldk.batch + (int64_t)h * a.ldk.head;
+    T *dv = (T *)a.dv + (int64_t)b * a.ldv.batch + (int64_t)h * a.ldv.head;
+    /* the query kernel's table: written by the previous launch on this stream */
+    const float *table = a.table + ((int64_t)b * a.heads + h) * a.n * 6;
+    const float sl2 = a.scale * BB_LOG2E;
+    const int span = a.wl + a.wr;
+
+    bb_load(gb, g, a.ldout.seq, q0, BB_ROWS, a.n);
+    float dpu[8][4];              /* V_p . dout over the band */
+    float gv[8][4] = {};          /* dv: pair 0's terms, then pair 1's when summed */
+#pragma unroll
+    for (int p = 0; p < 2; p++) {
+        const bool new_v = p == 0 || a.lv.pair != 0;
+        if (p) __syncthreads();
+        bb_load(qb, q + (int64_t)p * a.lq.pair, a.lq.seq, q0, BB_ROWS, a.n);
+        bb_load(kt, k + (int64_t)p * a.lk.pair, a.lk.seq, j0, DSWA_TILE, a.n);
+        if (new_v) bb_load(vt, v + (int64_t)p * a.lv.pair, a.lv.seq, j0, DSWA_TILE, a.n);
+        dswa_cp_async_commit();
+        for (int x = threadIdx.x; x < BB_ROWS; x += DSWA_THREADS) {
+            const int i = q0 + x;
+            const bool ok = i >= 0 && i < a.n;
+#pragma unroll
+            for (int t = 0; t < 3; t++) st[x][t] = ok ? table[(int64_t)i * 6 + 3 * p + t] : 0.f;
+        }
+        dswa_cp_async_wait<0>();
+        __syncthreads();
+
+        float s[8][4];
+        bb_dots(s, kt, wrow, qb, wrow);
+        if (new_v) bb_dots(dpu, vt, wrow, gb, wrow);
+        const float cp = p ? -a.lambda : 1.f;
+        const int lane = threadIdx.x & 31;
+#pragma unroll
+        for (int t = 0; t < 8; t++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float *sc = st[wrow + 8 * t + 2 * (lane & 3) + (e & 1)];
+                s[t][e] = bb_valid(t, e, span, clo, chi) ? dswa_exp2(s[t][e] * sl2 - sc[0]) * sc[1] : 0.f;
+            }
+        if (!a.sum_dv && p) {
+#pragma unroll
+            for (int t = 0; t < 8; t++) gv[t][0] = gv[t][1] = gv[t][2] = gv[t][3] = 0.f;
+        }
+        bb_mix(gv, s, cp, gb, wrow);
+        if (!a.sum_dv || p) bb_store(dv + (int64_t)p * a.ldv.pair, a.ldv.seq, j0 + wrow, a.n, gv, 1.f);
+#pragma unroll
+        for (int t = 0; t < 8; t++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float *sc = st[wrow + 8 * t + 2 * (lane & 3) + (e & 1)];
+                s[t][e] *= fmaf(cp, dpu[t][e], -sc[2]);
+            }
+        float acc[8][4] = {};
+        bb_mix(acc, s, 1.f, qb, wrow);
+        bb_store(dk + (int64_t)p * a.ldk.pair, a.ldk.seq, j0 + wrow, a.n, acc, a.scale);
+    }
+}
+
+/* ---- the pick and the launch -------------------------------------------------------------- */
+
+static bool rows_aligned(const void *p, const dswa_layout &l, bool with_pair) {
+    return (uintptr_t)p % 16 == 0 && l.dim == 1 && l.seq % 8 == 0 && l.head % 8 == 0 &&
+           l.batch % 8 == 0 && (!with_pair || l.pair % 8 == 0);
+}
+
+bool dswa_bwd_band_ok(const bwd_args &a, dswa_dtype dtype) {
+    return (dtype == DSWA_F16 || dtype == DSWA_BF16) && a.dim == BB_DIM &&
+           a.wl + a.wr <= DSWA_BAND_MAX_SPAN && rows_aligned(a.q, a.lq, true) &&
+           rows_aligned(a.k, a.lk, true) && rows_aligned(a.v, a.lv, true) &&
+           rows_aligned(a.dout, a.ldout, false) && rows_aligned(a.dq, a.ldq, true) &&
+           rows_aligned(a.dk, a.ldk, true) && rows_aligned(a.dv, a.ldv, true);
+}
+
+template <typename T> static cudaError_t launch(const bwd_args &a, cudaStream_t s) {
+    const dim3 grid((unsigned)((a.n + DSWA_TILE - 1) / DSWA_TILE), (unsigned)a.heads, (unsigned)a.batch);
+    dswa_bwd_band_queries<T><<<grid, DSWA_THREADS, 0, s>>>(a);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    dswa_bwd_band_keys<T><<<grid, DSWA_THREADS, 0, s>>>(a);
+    return cudaGetLastError();
+}
+
+cudaError_t dswa_bwd_band_launch(const bwd_args &a, dswa_dtype dtype, cudaStream_t s) {
+    return dtype == DSWA_F16 ? launch<__half>(a, s) : launch<__nv_bfloat16>(a, s);
+}
