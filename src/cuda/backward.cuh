@@ -21,6 +21,7 @@ struct bwd_args {
     float *dlambda;    /* device float or NULL */
     dswa_layout lq, lk, lv, ldout, ldq, ldk, ldv;
     int batch, n, heads, dim, wl, wr, tiles, sum_dv;
+    int f32_grads;     /* dq, dk, dv are fp32 (the tensor-core family only; see below) */
     float scale, lambda;
 };
 
@@ -30,5 +31,17 @@ struct bwd_args {
 bool dswa_bwd_band_ok(const bwd_args &a, dswa_dtype dtype);
 /* Launches the family's query and key kernels for a (dswa_bwd_band_ok); grid (ceil(N / 64), H, B). */
 cudaError_t dswa_bwd_band_launch(const bwd_args &a, dswa_dtype dtype, cudaStream_t s);
+
+/* Whether the tensor-core family takes *p with these buffers (dswa_bwd_band_ok). */
+bool dswa_cuda_backward_band_takes(const dswa_backward_problem *p, const void *q, const void *k,
+                                   const void *v, const void *dout, const void *dq, const void *dk,
+                                   const void *dv);
+/* The op's backward from 16-bit inputs to fp32 gradients on the tensor-core family, for the
+   fused block's backward, whose epilogue reads fp32 gradients and rounds once at its store. The
+   gradients' layouts count fp32 elements. DSWA_ERR_UNSUPPORTED where dswa_bwd_band_ok does not
+   hold; the caller has checked everything else. */
+dswa_status dswa_cuda_backward_f32_grads(const dswa_backward_problem *p, const void *q, const void *k,
+                                         const void *v, const void *dout, float *dq, float *dk,
+                                         float *dv, void *workspace, cudaStream_t s);
 
 #endif

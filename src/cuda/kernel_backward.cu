@@ -212,6 +212,37 @@ static dswa_status launched(const char *what, cudaError_t e) {
                             : dswa_fail(DSWA_ERR_CUDA, "%s failed: %s", what, cudaGetErrorString(e));
 }
 
+/* The kernels' arguments for *p (windows clamped, tiles of DSWA_BWD_ROWS rows); *blocks: the
+   query kernel's dlambda shares. */
+static bwd_args args_of(const dswa_backward_problem *p, const void *q, const void *k, const void *v,
+                        const void *dout, void *dq, void *dk, void *dv, float *dlambda,
+                        void *workspace, size_t *blocks) {
+    const dswa_problem *f = &p->fwd;
+    size_t partials_offset;
+    dswa_bwd_workspace_layout(f->batch, f->seq_len, f->heads, &partials_offset, blocks);
+    bwd_args a;
+    a.q = q; a.k = k; a.v = v; a.dout = dout;
+    a.dq = dq; a.dk = dk; a.dv = dv;
+    a.table = (float *)workspace;
+    a.partial = dlambda ? (double *)((char *)workspace + partials_offset) : NULL;
+    a.dlambda = dlambda;
+    a.lq = f->q; a.lk = f->k; a.lv = f->v;
+    a.ldout = p->dout; a.ldq = p->dq; a.ldk = p->dk; a.ldv = p->dv;
+    a.batch = f->batch;
+    a.n = f->seq_len;
+    a.heads = f->heads;
+    a.dim = f->head_dim;
+    /* A window wider than the sequence sees the same keys as one of N - 1. */
+    a.wl = f->window_left < f->seq_len ? f->window_left : f->seq_len - 1;
+    a.wr = f->window_right < f->seq_len ? f->window_right : f->seq_len - 1;
+    a.tiles = (f->seq_len + DSWA_BWD_ROWS - 1) / DSWA_BWD_ROWS;
+    a.sum_dv = p->dv.pair == 0;
+    a.scale = f->scale;
+    a.lambda = f->lambda;
+    a.f32_grads = 0;
+    return a;
+}
+
 extern "C" dswa_status dswa_cuda_backward_launch(const dswa_backward_problem *p, const void *q,
                                                  const void *k, const void *v, const void *dout,
                                                  void *dq, void *dk, void *dv, float *dlambda,
@@ -245,27 +276,8 @@ extern "C" dswa_status dswa_cuda_backward_launch(const dswa_backward_problem *p,
         if (entries[t].dtype == f->dtype) e = &entries[t];
     if (!e) return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "dtype = %d: no kernel", (int)f->dtype);
 
-    size_t partials_offset, blocks;
-    dswa_bwd_workspace_layout(f->batch, f->seq_len, f->heads, &partials_offset, &blocks);
-    bwd_args a;
-    a.q = q; a.k = k; a.v = v; a.dout = dout;
-    a.dq = dq; a.dk = dk; a.dv = dv;
-    a.table = (float *)workspace;
-    a.partial = dlambda ? (double *)((char *)workspace + partials_offset) : NULL;
-    a.dlambda = dlambda;
-    a.lq = f->q; a.lk = f->k; a.lv = f->v;
-    a.ldout = p->dout; a.ldq = p->dq; a.ldk = p->dk; a.ldv = p->dv;
-    a.batch = f->batch;
-    a.n = f->seq_len;
-    a.heads = f->heads;
-    a.dim = f->head_dim;
-    /* A window wider than the sequence sees the same keys as one of N - 1. */
-    a.wl = f->window_left < f->seq_len ? f->window_left : f->seq_len - 1;
-    a.wr = f->window_right < f->seq_len ? f->window_right : f->seq_len - 1;
-    a.tiles = (f->seq_len + DSWA_BWD_ROWS - 1) / DSWA_BWD_ROWS;
-    a.sum_dv = p->dv.pair == 0;
-    a.scale = f->scale;
-    a.lambda = f->lambda;
+    size_t blocks;
+    bwd_args a = args_of(p, q, k, v, dout, dq, dk, dv, dlambda, workspace, &blocks);
 
     const dim3 grid((unsigned)a.tiles, (unsigned)f->heads, (unsigned)f->batch);
     void *args[1] = {&a};
@@ -285,4 +297,24 @@ extern "C" dswa_status dswa_cuda_backward_launch(const dswa_backward_problem *p,
     return launched("launch of the backward's dlambda kernel",
                     cudaLaunchKernel((const void *)dswa_bwd_dlambda, dim3(1), dim3(DLAMBDA_THREADS),
                                      cargs, 0, s));
+}
+
+bool dswa_cuda_backward_band_takes(const dswa_backward_problem *p, const void *q, const void *k,
+                                   const void *v, const void *dout, const void *dq, const void *dk,
+                                   const void *dv) {
+    size_t blocks;
+    const bwd_args a = args_of(p, q, k, v, dout, (void *)dq, (void *)dk, (void *)dv, NULL, NULL, &blocks);
+    return dswa_bwd_band_ok(a, p->fwd.dtype);
+}
+
+dswa_status dswa_cuda_backward_f32_grads(const dswa_backward_problem *p, const void *q, const void *k,
+                                         const void *v, const void *dout, float *dq, float *dk,
+                                         float *dv, void *workspace, cudaStream_t s) {
+    size_t blocks;
+    bwd_args a = args_of(p, q, k, v, dout, dq, dk, dv, NULL, workspace, &blocks);
+    a.f32_grads = 1;
+    if (!dswa_bwd_band_ok(a, p->fwd.dtype))
+        return dswa_fail(DSWA_ERR_UNSUPPORTED, "the backward with fp32 gradients takes the "
+                         "tensor-core family's problems only");
+    return launched("launch of the backward's tensor-core kernels", dswa_bwd_band_launch(a, p->fwd.dtype, s));
 }

@@ -4,7 +4,8 @@
  * the determinism rule in docs/BACKWARD.md; everything else goes to kernel_backward.cu's
  * general kernels, which the launcher there picks between.
  *
- * Entries, each a template over the 16-bit type (__half, __nv_bfloat16):
+ * Entries, each a template over the 16-bit type T (__half, __nv_bfloat16) and the gradients'
+ * type G (T; or float for the fused block's backward, whose epilogue rounds once):
  *   dswa_bwd_band_queries  per 64 query rows of one (batch, head): for each pair, the scores S
  *                          against the rows' key band, the exact softmax P (max and sum over the
  *                          whole band, which is in registers), dP = dA V^T, delta = sum P dP,
@@ -140,7 +141,13 @@ __device__ __forceinline__ bool bb_valid(int t, int e, int span, int clo, int ch
 }
 
 /* Stores scale * acc into the warp's rows row0 + g, row0 + g + 8 (those < n) of a slice with
-   row stride sn, two elements a store. */
+   row stride sn, two elements a store; G: the 16-bit type or float. */
+template <typename G> __device__ __forceinline__ void bb_store2(G *at, float x, float y) {
+    *(uint32_t *)at = pack2<G>(x, y);
+}
+template <> __device__ __forceinline__ void bb_store2<float>(float *at, float x, float y) {
+    *(float2 *)at = make_float2(x, y);
+}
 template <typename T>
 __device__ __forceinline__ void bb_store(T *base, int64_t sn, int row0, int n, const float acc[8][4], float scale) {
     const int lane = threadIdx.x & 31;
@@ -151,7 +158,7 @@ __device__ __forceinline__ void bb_store(T *base, int64_t sn, int row0, int n, c
         T *row = base + (int64_t)i * sn + 2 * (lane & 3);
 #pragma unroll
         for (int j = 0; j < 8; j++)
-            *(uint32_t *)(row + 8 * j) = pack2<T>(scale * acc[j][2 * rr], scale * acc[j][2 * rr + 1]);
+            bb_store2<T>(row + 8 * j, scale * acc[j][2 * rr], scale * acc[j][2 * rr + 1]);
     }
 }
 
@@ -159,7 +166,7 @@ __device__ __forceinline__ void bb_store(T *base, int64_t sn, int row0, int n, c
 
 /* ---- the query kernel --------------------------------------------------------------------- */
 
-template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_bwd_band_queries(const bwd_args a) {
+template <typename T, typename G> __global__ void __launch_bounds__(DSWA_THREADS, 3) dswa_bwd_band_queries(const bwd_args a) {
     __shared__ __align__(128) T kb[BB_ROWS * BB_DIM], vb[BB_ROWS * BB_DIM];
     __shared__ __align__(128) T qt[DSWA_TILE * BB_DIM], gt[DSWA_TILE * BB_DIM];
     const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
@@ -171,7 +178,7 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_bwd_b
     const T *k = (const T *)a.k + (int64_t)b * a.lk.batch + (int64_t)h * a.lk.head;
     const T *v = (const T *)a.v + (int64_t)b * a.lv.batch + (int64_t)h * a.lv.head;
     const T *g = (const T *)a.dout + (int64_t)b * a.ldout.batch + (int64_t)h * a.ldout.head;
-    T *dq = (T *)a.dq + (int64_t)b * a.ldq.batch + (int64_t)h * a.ldq.head;
+    G *dq = (G *)a.dq + (int64_t)b * a.ldq.batch + (int64_t)h * a.ldq.head;
     float *table = a.table + ((int64_t)b * a.heads + h) * a.n * 6;
     const float sl2 = a.scale * BB_LOG2E;
     const int span = a.wl + a.wr;
@@ -264,7 +271,7 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_bwd_b
 
 /* 3 blocks per SM (168 registers, a few bytes spilled): 2-3 % faster than the compiler's 174
    registers and 2 blocks (docs/PERF.md section 7). */
-template <typename T> __global__ void __launch_bounds__(DSWA_THREADS, 3) dswa_bwd_band_keys(const bwd_args a) {
+template <typename T, typename G> __global__ void __launch_bounds__(DSWA_THREADS, 3) dswa_bwd_band_keys(const bwd_args a) {
     __shared__ __align__(128) T qb[BB_ROWS * BB_DIM], gb[BB_ROWS * BB_DIM];
     __shared__ __align__(128) T kt[DSWA_TILE * BB_DIM], vt[DSWA_TILE * BB_DIM];
     __shared__ float st[BB_ROWS][3];
@@ -276,8 +283,8 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS, 3) dswa_bw
     const T *k = (const T *)a.k + (int64_t)b * a.lk.batch + (int64_t)h * a.lk.head;
     const T *v = (const T *)a.v + (int64_t)b * a.lv.batch + (int64_t)h * a.lv.head;
     const T *g = (const T *)a.dout + (int64_t)b * a.ldout.batch + (int64_t)h * a.ldout.head;
-    T *dk = (T *)a.dk + (int64_t)b * a.ldk.batch + (int64_t)h * a.ldk.head;
-    T *dv = (T *)a.dv + (int64_t)b * a.ldv.batch + (int64_t)h * a.ldv.head;
+    G *dk = (G *)a.dk + (int64_t)b * a.ldk.batch + (int64_t)h * a.ldk.head;
+    G *dv = (G *)a.dv + (int64_t)b * a.ldv.batch + (int64_t)h * a.ldv.head;
     /* the query kernel's table: written by the previous launch on this stream */
     const float *table = a.table + ((int64_t)b * a.heads + h) * a.n * 6;
     const float sl2 = a.scale * BB_LOG2E;
@@ -349,15 +356,17 @@ bool dswa_bwd_band_ok(const bwd_args &a, dswa_dtype dtype) {
            rows_aligned(a.dk, a.ldk, true) && rows_aligned(a.dv, a.ldv, true);
 }
 
-template <typename T> static cudaError_t launch(const bwd_args &a, cudaStream_t s) {
+template <typename T, typename G> static cudaError_t launch(const bwd_args &a, cudaStream_t s) {
     const dim3 grid((unsigned)((a.n + DSWA_TILE - 1) / DSWA_TILE), (unsigned)a.heads, (unsigned)a.batch);
-    dswa_bwd_band_queries<T><<<grid, DSWA_THREADS, 0, s>>>(a);
+    dswa_bwd_band_queries<T, G><<<grid, DSWA_THREADS, 0, s>>>(a);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    dswa_bwd_band_keys<T><<<grid, DSWA_THREADS, 0, s>>>(a);
+    dswa_bwd_band_keys<T, G><<<grid, DSWA_THREADS, 0, s>>>(a);
     return cudaGetLastError();
 }
 
+/* Entries: each 16-bit type with gradients in that type, or fp32 (a.f32_grads). */
 cudaError_t dswa_bwd_band_launch(const bwd_args &a, dswa_dtype dtype, cudaStream_t s) {
-    return dtype == DSWA_F16 ? launch<__half>(a, s) : launch<__nv_bfloat16>(a, s);
+    if (dtype == DSWA_F16) return a.f32_grads ? launch<__half, float>(a, s) : launch<__half, __half>(a, s);
+    return a.f32_grads ? launch<__nv_bfloat16, float>(a, s) : launch<__nv_bfloat16, __nv_bfloat16>(a, s);
 }

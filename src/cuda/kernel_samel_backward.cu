@@ -33,6 +33,7 @@
 
 #include "core/internal.h"
 #include "core/samel.h"
+#include "cuda/backward.cuh"
 #include "cuda/samel.cuh"
 
 /* Everything kernels 1 and 3 read; passed by value. */
@@ -41,7 +42,10 @@ struct sbwd_args {
     void *dqkv;
     const float *gamma[2], *beta[2];   /* q_norm's, k_norm's */
     float alpha[2];
-    float *rq, *rk, *v, *go;           /* step 1's fp32 scratch: [b][n][pair][h][d], [b][n][h][d] */
+    float *rq, *rk, *v, *go;           /* step 1's scratch: [b][n][pair][h][d], [b][n][h][d];
+                                          fp32, or the dtype where the op's tensor-core
+                                          backward takes the problem (exact: r is rounded to
+                                          the dtype, as the forward rounds it) */
     const float *drq, *drk, *dv;       /* step 2's gradients, the same shapes */
     double *partial;                   /* [B][H][tiles][DSWA_SAMEL_BWD_PARTS(D)]; NULL: no g */
     dswa_samel_layout x, dx;
@@ -88,7 +92,7 @@ __device__ __forceinline__ float samel_bwd_r(const T *row, int64_t sd, int d, fl
 
 /* ---- 1: the prologue ---------------------------------------------------------------------- */
 
-template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_prologue(const sbwd_args a) {
+template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_prologue(const sbwd_args a) {
     const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31, i0 = tile * DSWA_BWD_ROWS + warp * ROWS_PER_WARP;
     float invf[2];
@@ -102,12 +106,12 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
             int ch, nm, pr;
             chunk_of(t, &ch, &nm, &pr);
             const T *row = xr + (int64_t)ch * a.x.chunk;
-            float *dst = (nm ? a.rk : a.rq) + pair_row(a, b, i, pr, h);
+            S *dst = (S *)(nm ? a.rk : a.rq) + pair_row(a, b, i, pr, h);
             for (int k = 0; k < 2; k++) {
                 const int d = lane + 32 * k;
                 if (d < a.dim)
-                    dst[d] = samel_bwd_r<T>(row, a.x.dim, d, pos, a.alpha[nm], a.gamma[nm], a.beta[nm],
-                                            a.rot_dims, invf[k]);
+                    dst[d] = dswa_from_f32<S>(samel_bwd_r<T>(row, a.x.dim, d, pos, a.alpha[nm], a.gamma[nm],
+                                                             a.beta[nm], a.rot_dims, invf[k]));
             }
         }
         const T *vr = xr + 2 * a.x.chunk;
@@ -116,8 +120,8 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
         for (int k = 0; k < 2; k++) {
             const int d = lane + 32 * k;
             if (d < a.dim) {
-                a.v[o + d] = dswa_to_f32(vr[d * a.x.dim]);
-                a.go[o + d] = dswa_to_f32(gr[d * a.ldout.dim]);
+                ((S *)a.v)[o + d] = dswa_from_f32<S>(dswa_to_f32(vr[d * a.x.dim]));
+                ((S *)a.go)[o + d] = dswa_from_f32<S>(dswa_to_f32(gr[d * a.ldout.dim]));
             }
         }
     }
@@ -232,8 +236,11 @@ __global__ void __launch_bounds__(REDUCE_THREADS) dswa_samel_bwd_reduce(const do
 /* ---- entries per dtype and the launcher --------------------------------------------------- */
 
 #define SBWD_DTYPES(X) X(DSWA_F32, float) X(DSWA_F16, __half) X(DSWA_BF16, __nv_bfloat16)
-struct sbwd_entry { dswa_dtype dtype; const void *prologue, *epilogue; };
-#define SBWD_ENTRY(dt, T) {dt, (const void *)dswa_samel_bwd_prologue<T>, (const void *)dswa_samel_bwd_epilogue<T>},
+/* prologue: fp32 scratch; prologue16: scratch in the dtype (16-bit only) */
+struct sbwd_entry { dswa_dtype dtype; const void *prologue, *prologue16, *epilogue; };
+#define SBWD_ENTRY(dt, T) {dt, (const void *)dswa_samel_bwd_prologue<T, float>, \
+                           sizeof(T) == 2 ? (const void *)dswa_samel_bwd_prologue<T, T> : NULL, \
+                           (const void *)dswa_samel_bwd_epilogue<T>},
 static const sbwd_entry entries[] = {SBWD_DTYPES(SBWD_ENTRY)};
 
 static dswa_status launched(const char *what, cudaError_t e) {
@@ -306,16 +313,24 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
     a.rot_dims = p->rot_dims; a.pos_offset = p->pos_offset; a.base = p->rope_base;
     a.tiles = (p->seq_len + DSWA_BWD_ROWS - 1) / DSWA_BWD_ROWS;
 
-    /* The op on the scratch, all fp32 and dense, as the CPU backward hands it to the op */
+    /* The op on the scratch, dense, as the CPU backward hands it to the op: fp32, or where the
+       op's tensor-core backward takes it, 16-bit inputs with fp32 gradients */
     const dswa_backward_problem ob = dswa_samel_scratch_backward_problem(p);
+    dswa_backward_problem ob16 = ob;
+    ob16.fwd.dtype = p->dtype;
+    const bool band = e->prologue16 && dswa_cuda_backward_band_takes(&ob16, a.rq, a.rk, a.v, a.go,
+                                                                       a.drq, a.drk, a.dv);
 
     const dim3 grid((unsigned)a.tiles, (unsigned)p->heads, (unsigned)p->batch);
     void *args[1] = {&a};
     dswa_status st;
     if ((st = launched("launch of the SAME-L backward's prologue",
-                       cudaLaunchKernel(e->prologue, grid, dim3(DSWA_THREADS), args, 0, s))) ||
-        (st = dswa_cuda_backward_launch(&ob, a.rq, a.rk, a.v, a.go, (void *)a.drq, (void *)a.drk,
-                                        (void *)a.dv, NULL, ws + w.op, stream)) ||
+                       cudaLaunchKernel(band ? e->prologue16 : e->prologue, grid, dim3(DSWA_THREADS),
+                                        args, 0, s))) ||
+        (st = band ? dswa_cuda_backward_f32_grads(&ob16, a.rq, a.rk, a.v, a.go, (float *)a.drq,
+                                                  (float *)a.drk, (float *)a.dv, ws + w.op, s)
+                   : dswa_cuda_backward_launch(&ob, a.rq, a.rk, a.v, a.go, (void *)a.drq,
+                                               (void *)a.drk, (void *)a.dv, NULL, ws + w.op, stream)) ||
         (st = launched("launch of the SAME-L backward's epilogue",
                        cudaLaunchKernel(e->epilogue, grid, dim3(DSWA_THREADS), args, 0, s))))
         return st;
