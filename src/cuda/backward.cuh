@@ -38,8 +38,9 @@ bool dswa_cuda_backward_band_takes(const dswa_backward_problem *p, const void *q
                                    const void *dv);
 /* The op's backward from 16-bit inputs to fp32 gradients on the tensor-core family, for the
    fused block's backward, whose epilogue reads fp32 gradients and rounds once at its store. The
-   gradients' layouts count fp32 elements. DSWA_ERR_UNSUPPORTED where dswa_bwd_band_ok does not
-   hold; the caller has checked everything else. */
+   gradients' layouts count fp32 elements. Only for problems dswa_cuda_backward_band_takes
+   accepts (the caller asks it first, to pick its scratch's type); the caller has checked
+   everything else. */
 dswa_status dswa_cuda_backward_f32_grads(const dswa_backward_problem *p, const void *q, const void *k,
                                          const void *v, const void *dout, float *dq, float *dk,
                                          float *dv, void *workspace, cudaStream_t s);

@@ -313,8 +313,5 @@ dswa_status dswa_cuda_backward_f32_grads(const dswa_backward_problem *p, const v
     size_t blocks;
     bwd_args a = args_of(p, q, k, v, dout, dq, dk, dv, NULL, workspace, &blocks);
     a.f32_grads = 1;
-    if (!dswa_bwd_band_ok(a, p->fwd.dtype))
-        return dswa_fail(DSWA_ERR_UNSUPPORTED, "the backward with fp32 gradients takes the "
-                         "tensor-core family's problems only");
     return launched("launch of the backward's tensor-core kernels", dswa_bwd_band_launch(a, p->fwd.dtype, s));
 }

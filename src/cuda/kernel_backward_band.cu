@@ -56,11 +56,14 @@
 /* ---- tiles in shared memory ------------------------------------------------------------- */
 
 /* Chunk u (8 elements) of row r of a tile of 64-element rows, swizzled (see the top). */
-template <typename T> __device__ __forceinline__ T *bb_at(T *tile, int r, int u) {
+template <typename P> __device__ __forceinline__ P *bb_at(P *tile, int r, int u) {
     return tile + r * BB_DIM + ((u ^ (r & 7)) << 3);
 }
-template <typename T> __device__ __forceinline__ const T *bb_at(const T *tile, int r, int u) {
-    return tile + r * BB_DIM + ((u ^ (r & 7)) << 3);
+
+/* A tensor's slice at batch b, head h (int64 strides: dswa_at_head takes int ones). */
+template <typename P>
+__device__ __forceinline__ P *bb_slice(const void *base, const dswa_layout &l, int b, int h) {
+    return (P *)base + (int64_t)b * l.batch + (int64_t)h * l.head;
 }
 
 /* Rows row0 .. row0 + rows - 1 of a slice with row stride sn into tile, asynchronously; rows
@@ -174,11 +177,9 @@ template <typename T, typename G> __global__ void __launch_bounds__(DSWA_THREADS
     const int i0 = tile * DSWA_TILE, k0 = i0 - a.wl;   /* the tile's first query, first band key */
     const int wrow = 16 * warp;                          /* the warp's rows and band, in the tiles */
     const int clo = -(k0 + wrow), chi = a.n - (k0 + wrow);
-    const T *q = (const T *)a.q + (int64_t)b * a.lq.batch + (int64_t)h * a.lq.head;
-    const T *k = (const T *)a.k + (int64_t)b * a.lk.batch + (int64_t)h * a.lk.head;
-    const T *v = (const T *)a.v + (int64_t)b * a.lv.batch + (int64_t)h * a.lv.head;
-    const T *g = (const T *)a.dout + (int64_t)b * a.ldout.batch + (int64_t)h * a.ldout.head;
-    G *dq = (G *)a.dq + (int64_t)b * a.ldq.batch + (int64_t)h * a.ldq.head;
+    const T *q = bb_slice<const T>(a.q, a.lq, b, h), *k = bb_slice<const T>(a.k, a.lk, b, h);
+    const T *v = bb_slice<const T>(a.v, a.lv, b, h), *g = bb_slice<const T>(a.dout, a.ldout, b, h);
+    G *dq = bb_slice<G>(a.dq, a.ldq, b, h);
     float *table = a.table + ((int64_t)b * a.heads + h) * a.n * 6;
     const float sl2 = a.scale * BB_LOG2E;
     const int span = a.wl + a.wr;
@@ -279,12 +280,9 @@ template <typename T, typename G> __global__ void __launch_bounds__(DSWA_THREADS
     const int j0 = tile * DSWA_TILE, q0 = j0 - a.wr;   /* the tile's first key, first band query */
     const int wrow = 16 * warp;
     const int clo = -(q0 + wrow), chi = a.n - (q0 + wrow);
-    const T *q = (const T *)a.q + (int64_t)b * a.lq.batch + (int64_t)h * a.lq.head;
-    const T *k = (const T *)a.k + (int64_t)b * a.lk.batch + (int64_t)h * a.lk.head;
-    const T *v = (const T *)a.v + (int64_t)b * a.lv.batch + (int64_t)h * a.lv.head;
-    const T *g = (const T *)a.dout + (int64_t)b * a.ldout.batch + (int64_t)h * a.ldout.head;
-    G *dk = (G *)a.dk + (int64_t)b * a.ldk.batch + (int64_t)h * a.ldk.head;
-    G *dv = (G *)a.dv + (int64_t)b * a.ldv.batch + (int64_t)h * a.ldv.head;
+    const T *q = bb_slice<const T>(a.q, a.lq, b, h), *k = bb_slice<const T>(a.k, a.lk, b, h);
+    const T *v = bb_slice<const T>(a.v, a.lv, b, h), *g = bb_slice<const T>(a.dout, a.ldout, b, h);
+    G *dk = bb_slice<G>(a.dk, a.ldk, b, h), *dv = bb_slice<G>(a.dv, a.ldv, b, h);
     /* the query kernel's table: written by the previous launch on this stream */
     const float *table = a.table + ((int64_t)b * a.heads + h) * a.n * 6;
     const float sl2 = a.scale * BB_LOG2E;
