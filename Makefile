@@ -279,7 +279,8 @@ AOT_ARCHS ?= 80 86 89 90 100 120
 AOT_DIR   := $(BUILD)/aot
 $(BUILD)/obj/aot/export.o: $(LIB_HDR)
 ifneq ($(HAVE_CUDA),)
-AOT_NVFLAGS := $(filter-out -gencode=%,$(NVFLAGS))
+# DSWA_AOT_PTX leaves out the library-only entries (the fused kernels' alpha_at variants).
+AOT_NVFLAGS := $(filter-out -gencode=%,$(NVFLAGS)) -DDSWA_AOT_PTX
 AOT_DEPS  := $(LIB_HDR) $(FLAGS_STAMP)
 AOT_SRC_band   := src/cuda/kernel_band.cu
 AOT_SRC_wide   := src/cuda/kernel_wide.cu

@@ -241,10 +241,16 @@ dswa_status dswa_reference_backward(const dswa_backward_problem *p, const void *
 typedef struct dswa_samel_layout { int64_t batch, seq, chunk, head, dim; } dswa_samel_layout;
 
 /* One DyT qk-norm: gamma and beta point to head_dim floats each (fp32; host memory for the
-   CPU backend, device memory for a CUDA one). */
+   CPU backend, device memory for a CUDA one). alpha is a host float, checked finite; or, when
+   alpha_at is not NULL, the one fp32 alpha_at points to (memory of the same kind, 4-byte
+   aligned), read by the call when it runs and `alpha` ignored: a learned alpha that a
+   training step updates on the device, with no host read (capturable). The CPU backend checks
+   that value as it checks alpha; a CUDA call cannot look at it (a non-finite alpha at
+   alpha_at gives non-finite results where it reaches them). */
 typedef struct dswa_samel_norm {
     float alpha;
     const float *gamma, *beta;
+    const float *alpha_at;
 } dswa_samel_norm;
 
 typedef struct dswa_samel_problem {
@@ -289,7 +295,9 @@ dswa_status dswa_samel_forward_cuda(const dswa_samel_problem *p, const void *qkv
                                     void *stream);
 /* The CUDA kernel entry dswa_samel_forward_cuda launches for *p (after the same checks, with
    no pointer looked at: TensorRT's are 256-byte aligned), e.g. "dswa_samel_bf16" or
-   "dswa_samel_scalar_bf16"; NULL with a message when p is refused. A static string. */
+   "dswa_samel_scalar_bf16" (with a norm's alpha_at set, the library launches that entry's
+   twin, the name with "_alpha_at" appended, which takes the two alpha pointers as two more
+   arguments and is not exported); NULL with a message when p is refused. A static string. */
 const char *dswa_samel_kernel_name(const dswa_samel_problem *p);
 /* Minimum device-memory traffic of one fused call, in bytes: the packed input (5 chunks of
    B*N*H*D elements) read once and the output (B*N*H*D) written once (the norms' 4*D floats

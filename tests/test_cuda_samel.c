@@ -108,7 +108,8 @@ typedef struct scase {
     dswa_samel_problem p;   /* norms in host memory: the reference's */
     dswa_samel_problem pd;  /* the same with the norms in device memory: the call's */
     dswa_problem v;         /* the output's view, as the tests' output helpers read it */
-    float *hw, *dw;         /* q_gamma, q_beta, k_gamma, k_beta: 4 * D floats */
+    float *hw, *dw;         /* q_gamma, q_beta, k_gamma, k_beta: 4 * D floats; dw then the two
+                               alphas (for alpha_at) */
     void *hxbase, *hx;      /* packed input: IN_GUARD + span + IN_GUARD elements; hx the view */
     void *dxbase, *dx;
     int64_t xspan, xtotal;
@@ -165,10 +166,12 @@ static scase case_new(const dswa_samel_problem *p0) {
     if (!c.hw) abort();
     for (int e = 0; e < 4 * D; e++)
         c.hw[e] = (float)((e / D) % 2 ? 0.3 * tu_rng_normal(&rng) : 1.5 + 0.5 * tu_rng_normal(&rng));
-    c.p.q_norm = (dswa_samel_norm){(float)(0.5 + tu_rng_uniform(&rng)), c.hw, c.hw + D};
-    c.p.k_norm = (dswa_samel_norm){(float)(0.5 + tu_rng_uniform(&rng)), c.hw + 2 * D, c.hw + 3 * D};
-    c.dw = dev_alloc(sizeof(float) * 4 * (size_t)D);
+    c.p.q_norm = (dswa_samel_norm){(float)(0.5 + tu_rng_uniform(&rng)), c.hw, c.hw + D, NULL};
+    c.p.k_norm = (dswa_samel_norm){(float)(0.5 + tu_rng_uniform(&rng)), c.hw + 2 * D, c.hw + 3 * D, NULL};
+    c.dw = dev_alloc(sizeof(float) * (4 * (size_t)D + 2));
     dev_put(c.dw, c.hw, sizeof(float) * 4 * (size_t)D);
+    const float alphas[2] = {c.p.q_norm.alpha, c.p.k_norm.alpha};
+    dev_put(c.dw + 4 * D, alphas, sizeof alphas);
     c.pd = c.p;
     c.pd.q_norm.gamma = c.dw; c.pd.q_norm.beta = c.dw + D;
     c.pd.k_norm.gamma = c.dw + 2 * D; c.pd.k_norm.beta = c.dw + 3 * D;
@@ -190,6 +193,15 @@ static scase case_new(const dswa_samel_problem *p0) {
     dev_put(c.dbase, c.ho.base, (size_t)c.ho.total * esize(&c));
     c.kernel = dswa_samel_kernel_name(&c.pd);
     return c;
+}
+
+/* The call reads the alphas from memory (dswa_samel_norm.alpha_at, where case_new put them)
+   and the problem's floats are NaN: they must not be read. */
+static void use_alpha_at(scase *c) {
+    const int D = c->p.head_dim;
+    c->pd.q_norm.alpha = c->pd.k_norm.alpha = NAN;
+    c->pd.q_norm.alpha_at = c->dw + 4 * D;
+    c->pd.k_norm.alpha_at = c->dw + 4 * D + 1;
 }
 
 /* The host input changed (tu_store into c->hx): copy it over. */
@@ -461,6 +473,7 @@ static void test_cases(void) {
         for (int prec = 0; prec < 4; prec++) {
             dswa_samel_problem p = make_problem(s, prec);
             scase c = case_new(&p);
+            if ((k + prec) % 2) use_alpha_at(&c);   /* both ways through every kernel */
             run_case(s->name, &c, family_of(s, prec), 0, NULL);
             case_free(&c);
         }
@@ -756,6 +769,71 @@ static void test_graph(void) {
     }
 }
 
+/* alpha_at is read when the call runs: a captured call, replayed after the alphas in device
+   memory changed, equals the eager call with the new alphas as floats, bitwise (band and
+   scalar kernels); the two alpha sets give different outputs. */
+static void test_alpha_at_graph(void) {
+    static const spec gs[2] = {
+        {"alpha_at graph: band bf16", 2, 300, 3, 17, 17, {32, 32}, 0, 1.f, 0.125f, 0, "bb", 1},
+        {"alpha_at graph: scalar f32", 1, 150, 2, 40, 40, {32, 32}, 9, 1.f, 0.125f, 0, "ss", 1}};
+    static const int prec[2] = {3, 0};
+    printf("alpha_at in a CUDA graph\n");
+    for (int k = 0; k < 2; k++) {
+        dswa_samel_problem p = make_problem(&gs[k], prec[k]);
+        scase c = case_new(&p);
+        const int D = c.p.head_dim;
+        const size_t ob = (size_t)c.ho.total * esize(&c);
+        const float a[2][2] = {{c.p.q_norm.alpha, c.p.k_norm.alpha},
+                               {1.7f * c.p.q_norm.alpha, 0.6f * c.p.k_norm.alpha}};
+        void *poison = dev_alloc(ob), *want[2], *got = malloc(ob);
+        if (!got) abort();
+        CU(cudaMemcpy(poison, c.dbase, ob, cudaMemcpyDeviceToDevice));
+        for (int set = 0; set < 2; set++) {   /* eager, the alphas as floats */
+            dswa_samel_problem pf = c.pd;
+            pf.q_norm.alpha = a[set][0];
+            pf.k_norm.alpha = a[set][1];
+            CU(cudaMemcpy(c.dbase, poison, ob, cudaMemcpyDeviceToDevice));
+            const dswa_status st = forward(&pf, c.dx, dout(&c), 0);
+            CHECK(st == DSWA_OK, "%s: eager call: %s", gs[k].name, dswa_last_error());
+            want[set] = malloc(ob);
+            if (!want[set]) abort();
+            dev_get(want[set], c.dbase, ob);
+        }
+        CHECK(memcmp(want[0], want[1], ob) != 0, "%s: both alpha sets give the same output", gs[k].name);
+        use_alpha_at(&c);
+        cudaStream_t s;
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        const dswa_status st = dswa_samel_forward_cuda(&c.pd, c.dx, dout(&c), s);
+        CU(cudaStreamEndCapture(s, &graph));
+        CHECK(st == DSWA_OK, "%s: call during capture: %s", gs[k].name, dswa_last_error());
+        CU(cudaGraphInstantiate(&exec, graph, 0));
+        int bad = 0;
+        for (int r = 0; r < 4; r++) {
+            const int set = r % 2;
+            CU(cudaMemcpyAsync(c.dw + 4 * D, a[set], sizeof a[set], cudaMemcpyHostToDevice, s));
+            CU(cudaMemcpyAsync(c.dbase, poison, ob, cudaMemcpyDeviceToDevice, s));
+            CU(cudaGraphLaunch(exec, s));
+            CU(cudaMemcpyAsync(got, c.dbase, ob, cudaMemcpyDeviceToHost, s));
+            CU(cudaStreamSynchronize(s));
+            bad += memcmp(got, want[set], ob) != 0;
+        }
+        CHECK(bad == 0, "%s: %d of 4 replays differ from the eager call with the same alphas",
+              gs[k].name, bad);
+        printf("  %-28s %s: 4 replays, 2 alpha sets, %d differ\n", gs[k].name, c.kernel, bad);
+        CU(cudaGraphExecDestroy(exec));
+        CU(cudaGraphDestroy(graph));
+        CU(cudaStreamDestroy(s));
+        dev_free(poison);
+        free(got);
+        free(want[0]);
+        free(want[1]);
+        case_free(&c);
+    }
+}
+
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--small")) small_only = 1;
@@ -783,9 +861,11 @@ int main(int argc, char **argv) {
     }
     static const struct { const char *name; void (*fn)(void); } parts[] = {
         {"self-check", test_self_check}, {"cases", test_cases}, {"NaN and inf", test_nonfinite},
-        {"refusals", test_refusals}, {"graph", test_graph}};
+        {"refusals", test_refusals}, {"graph", test_graph}, {"alpha_at graph", test_alpha_at_graph}};
     for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) {
-        if (host_mode && (parts[k].fn == test_graph || parts[k].fn == test_refusals)) continue;
+        if (host_mode && (parts[k].fn == test_graph || parts[k].fn == test_refusals ||
+                          parts[k].fn == test_alpha_at_graph))
+            continue;
         const double t0 = seconds();
         parts[k].fn();
         printf("(%s: %.1f s)\n", parts[k].name, seconds() - t0);

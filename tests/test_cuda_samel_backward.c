@@ -135,7 +135,8 @@ int main(void) {
 
 /* dswa_samel_backward_cuda on host buffers: every region copied to the device and back around
    the call (the norms' weights and g's pointers mapped too), with a workspace of the size the
-   library asks for, poisoned (it needs no init). */
+   library asks for, poisoned (it needs no init). Every other call reads the alphas from device
+   memory (dswa_samel_norm.alpha_at; the problem's floats NaN, so they must not be read). */
 static dswa_status gpu_backward(const dswa_samel_backward_problem *p, const void *qkv,
                                 const void *dout, void *dqkv, const dswa_samel_norm_grads *g,
                                 const tu_region *r, int n) {
@@ -156,12 +157,22 @@ static dswa_status gpu_backward(const dswa_samel_backward_problem *p, const void
             ds[t]->dbeta = tu_regions_at(&dev, hs[t]->dbeta);
         }
     }
+    static int calls;
+    float *alpha_at = NULL;
+    if (calls++ % 2 && isfinite(d.fwd.q_norm.alpha) && isfinite(d.fwd.k_norm.alpha)) {
+        const float alphas[2] = {d.fwd.q_norm.alpha, d.fwd.k_norm.alpha};
+        alpha_at = tu_dev_from_host(alphas, sizeof alphas);
+        d.fwd.q_norm.alpha = d.fwd.k_norm.alpha = NAN;
+        d.fwd.q_norm.alpha_at = alpha_at;
+        d.fwd.k_norm.alpha_at = alpha_at + 1;
+    }
     const size_t wsb = dswa_samel_backward_workspace_bytes(p);
     void *ws = tu_dev_poisoned(wsb);
     const dswa_status s = dswa_samel_backward_cuda(&d, tu_regions_at(&dev, qkv), tu_regions_at(&dev, dout),
                                                    tu_regions_at(&dev, dqkv), g ? &dg : NULL, ws, wsb, NULL);
     tu_regions_back(&dev);
     if (ws) CU(cudaFree(ws));
+    if (alpha_at) CU(cudaFree(alpha_at));
     return s;
 }
 

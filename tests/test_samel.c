@@ -161,8 +161,8 @@ static void test_reference(void) {
     p.qkv = (dswa_samel_layout){20, 20, 4, 4, 1};
     float zero[4] = {0, 0, 0, 0}, one[4] = {1, 1, 1, 1};
     float beta[4] = {1.0f + 0x1p-9f, 1.0f + 3 * 0x1p-9f, 1.0f + 0x1p-12f, 65520.0f};
-    p.q_norm = (dswa_samel_norm){1.0f, zero, beta};
-    p.k_norm = (dswa_samel_norm){1.0f, one, zero};
+    p.q_norm = (dswa_samel_norm){1.0f, zero, beta, NULL};
+    p.k_norm = (dswa_samel_norm){1.0f, one, zero, NULL};
     uint16_t x16[20] = {0};
     double y[4];
     p.dtype = DSWA_BF16;   /* 1 + 2^-9 -> 1; 1 + 3 2^-9 -> 1 + 2^-7 (0.75 of its 2^-7 unit) */
@@ -393,7 +393,7 @@ static void test_nonfinite(void) {
 
 /* ---- refusals ---------------------------------------------------------------------------- */
 
-enum { N_BAD = 40 };
+enum { N_BAD = 42 };
 
 /* Case k of the refusals: makes one thing wrong and returns the text the message must hold. */
 static const char *make_bad(int k, dswa_samel_problem *p, const void **x, void **out, void *outbuf) {
@@ -438,6 +438,8 @@ static const char *make_bad(int k, dswa_samel_problem *p, const void **x, void *
     case 37: *out = (void *)*x; return "out: overlaps qkv";   /* never written: refused */
     case 38: p->k_norm.beta = (const float *)outbuf + 100; return "out: overlaps k_norm.beta";
     case 39: return NULL;   /* p = NULL, below */
+    case 40: p->q_norm.alpha_at = (const float *)((const char *)outbuf + 2); return "q_norm.alpha_at = ";
+    case 41: p->k_norm.alpha_at = (const float *)outbuf + 100; return "out: overlaps k_norm.alpha_at";
     }
     return NULL;
 }
@@ -569,10 +571,49 @@ static void test_api(void) {
     }
 }
 
+/* The alphas read from memory (alpha_at; the problem's floats NaN, so they must not be read):
+   the CPU backend's output equals the one with the alphas as floats, bitwise, for each dtype;
+   a non-finite value there is refused, naming the field, with nothing written. */
+static void test_alpha_at(void) {
+    for (int t = 0; t < 3; t++) {
+        dswa_samel_problem p = dswa_samel_problem_default(2, 90, 3);
+        p.dtype = (dswa_dtype)t;
+        weights w = weights_new(&p);
+        void *x = packed_new(&p, NULL);
+        const dswa_problem v = out_view(&p);
+        tu_outbuf o[2] = {tu_outbuf_new(&v), tu_outbuf_new(&v)};
+        const float alphas[2] = {p.q_norm.alpha, p.k_norm.alpha}, bad = NAN;
+        dswa_samel_problem pa = p;
+        pa.q_norm.alpha = pa.k_norm.alpha = NAN;
+        pa.q_norm.alpha_at = &alphas[0];
+        pa.k_norm.alpha_at = &alphas[1];
+        dswa_status st = dswa_samel_forward_cpu(&p, x, o[0].out);
+        CHECK(st == DSWA_OK, "alpha_at %s: float alphas: %s", dswa_dtype_name(p.dtype), dswa_last_error());
+        st = dswa_samel_forward_cpu(&pa, x, o[1].out);
+        CHECK(st == DSWA_OK, "alpha_at %s: %s", dswa_dtype_name(p.dtype), dswa_last_error());
+        const size_t ob = (size_t)o[0].total * tu_dtype_size(p.dtype);
+        CHECK(memcmp(o[0].base, o[1].base, ob) == 0, "alpha_at %s: output differs from the float "
+              "alphas' one", dswa_dtype_name(p.dtype));
+        tu_poison(o[1].base, o[1].total, p.dtype);
+        pa.k_norm.alpha_at = &bad;
+        st = dswa_samel_forward_cpu(&pa, x, o[1].out);
+        CHECK(st == DSWA_ERR_INVALID_ARGUMENT && strstr(dswa_last_error(), "k_norm.alpha_at points to nan"),
+              "alpha_at -> NaN: status %d: %s", (int)st, dswa_last_error());
+        CHECK(tu_outbuf_untouched(&o[1]), "alpha_at -> NaN: output written");
+        printf("  alpha_at %-4s: bitwise equal to the float alphas; refused: %s\n",
+               dswa_dtype_name(p.dtype), dswa_last_error());
+        tu_outbuf_free(&o[0]);
+        tu_outbuf_free(&o[1]);
+        tu_free(x);
+        free(w.q_gamma);
+    }
+}
+
 int main(void) {
     tu_rng_init(&rng, tu_test_seed());
     test_reference();
     test_api();
+    test_alpha_at();
     test_cases();
     test_layouts();
     test_rope_relative();

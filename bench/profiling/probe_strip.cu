@@ -1221,6 +1221,7 @@ int main(int argc, char **argv) {
         fprintf(js, "  {\"dtype\": \"%s\", \"registers\": %d, \"local_bytes\": %zu, \"static_shared\": %zu, \"fused_stages\": %d, \"fused_dynamic_shared\": %zu}%s\n",
                 dname(es), fa.numRegs, fa.localSizeBytes, fa.sharedSizeBytes, ns, dyn_smem(es, ns, 1), es == 3 ? "" : ",");
     }
+    fprintf(js, " ],\n");
     if (bulk_ok) {
         fprintf(js, " \"bulk_resources\": [\n");
         for (int es : {4, 2, 3})

@@ -92,8 +92,8 @@ def samel_attention(x, q_gamma, q_beta, k_gamma, k_beta, *, q_alpha, k_alpha, he
     q_gamma ... k_beta: float32 (D,) contiguous, on x's device; q_alpha, k_alpha: numbers
     (host floats: pass a cached value, not a tensor's .item(), inside torch.compile or a CUDA
     graph) or, with torch tensors, 1-element tensors (float32 on x's device or the CPU; others
-    are cast): then they get gradients too, and each call reads them with .item() (a host
-    sync for CUDA tensors; not inside a CUDA-graph capture). heads: checked against x's shape
+    are cast): then they get gradients too, and the kernels read them where they are (on x's
+    device: no host sync, capturable in a CUDA graph). heads: checked against x's shape
     when given. window / window_left / window_right, scale (default 1/sqrt(D)), lam, math as
     for diff_swa. out: (B, N, H*D) or (B, N, H, D), x's dtype and device, any strides. torch
     tensors (CPU or CUDA: the current stream) or numpy arrays (float32, float16). Errors as

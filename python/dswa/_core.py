@@ -238,6 +238,22 @@ def samel_check_alpha(t, name):
                          "tensor alpha is float32 with one element")
 
 
+def _samel_norm(alpha, gamma_ptr, beta_ptr, x, name):
+    """dswa_samel_norm for a host-float alpha, or for a tensor alpha: on x's device it is
+    read there by the call (alpha_at: no host read, capturable); a CPU tensor for CUDA x is read
+    here (.item() of host memory, no device sync)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(alpha, torch.Tensor):
+        return _lib.SamelNorm(alpha, gamma_ptr, beta_ptr, None)
+    samel_check_alpha(alpha, name)
+    if alpha.device == x.device:
+        return _lib.SamelNorm(0.0, gamma_ptr, beta_ptr, alpha.data_ptr())
+    if alpha.is_cuda:
+        raise ValueError(f"dswa: {name} is on {alpha.device} but x on {x.device}: a tensor "
+                         "alpha is on x's device or the CPU")
+    return _lib.SamelNorm(float(alpha.reshape(()).item()), gamma_ptr, beta_ptr, None)
+
+
 def samel_out_shape(x, q_gamma):
     """The fused block's output shape, (B, N, H*D), for x as samel_check_args takes it."""
     s = tuple(x.shape)
@@ -280,8 +296,8 @@ def _samel_problem(x, norms, out, q_alpha, k_alpha, wl, wr, scale, lam, math, ro
     qg, qb, kg, kb = (ptr(t) for t in norms)
     p = _lib.SamelProblem(B, N, H, D, wl, wr, scale, lam, DTYPES[_dtype_name(x)], math,
                           _samel_layout(strides(x), H, D), _out_layout(strides(out), D),
-                          rot_dims, base, pos_offset,
-                          _lib.SamelNorm(q_alpha, qg, qb), _lib.SamelNorm(k_alpha, kg, kb))
+                          rot_dims, base, pos_offset, _samel_norm(q_alpha, qg, qb, x, "q_alpha"),
+                          _samel_norm(k_alpha, kg, kb, x, "k_alpha"))
     return p, ptr, cuda, torch
 
 
@@ -317,7 +333,8 @@ def samel_launcher(x, norms, out, q_alpha, k_alpha, wl, wr, scale, lam, math, ro
     def run():
         _lib.check(fwd(*args))
         return out
-    run.problem = p  # keeps the struct alive with the closure
+    run.problem = p  # keeps the struct alive with the closure ...
+    run.alphas = (q_alpha, k_alpha)  # ... and tensor alphas, which it points to
     return run
 
 
@@ -328,7 +345,8 @@ def samel_backward_run(x, norms, dout, dx, grads, q_alpha, k_alpha, wl, wr, scal
     dq_gamma, dq_beta, dk_alpha: 1 element, dk_gamma, dk_beta: D each), the norms'. dout:
     (B, N, H*D) or (B, N, H, D), x's dtype, any strides (0 included). dswa_samel_backward_cpu,
     or for CUDA tensors dswa_samel_backward_cuda on torch's current stream with a workspace
-    from torch's allocator. q_alpha, k_alpha: host floats."""
+    from torch's allocator. q_alpha, k_alpha: host floats or 1-element float32 tensors
+    (_samel_norm)."""
     import torch
     p, ptr, cuda, _ = _samel_problem(x, norms, dout, q_alpha, k_alpha, wl, wr, scale, lam, math,
                                      rot_dims, base, pos_offset)

@@ -43,7 +43,8 @@ class SamelLayout(_c.Structure):               # dswa_samel_layout: [batch, seq,
 
 
 class SamelNorm(_c.Structure):                 # dswa_samel_norm (gamma, beta: D floats each)
-    _fields_ = [("alpha", _c.c_float), ("gamma", _c.c_void_p), ("beta", _c.c_void_p)]
+    _fields_ = [("alpha", _c.c_float), ("gamma", _c.c_void_p), ("beta", _c.c_void_p),
+                ("alpha_at", _c.c_void_p)]
 
 
 class SamelProblem(_c.Structure):              # dswa_samel_problem

@@ -118,17 +118,6 @@ def _(x, q_gamma, q_beta, k_gamma, k_beta, q_alpha, k_alpha, heads, window_left,
     return x.new_empty(_core.samel_out_shape(x, q_gamma))
 
 
-def _alpha_value(t, name):
-    """The host float of a 1-element float32 alpha tensor: .item(), a device-to-host copy and
-    sync for a CUDA tensor (the library takes alpha as a host float)."""
-    _core.samel_check_alpha(t, name)
-    if t.is_cuda and torch.cuda.is_current_stream_capturing():
-        raise RuntimeError(f"dswa: {name} is a CUDA tensor, read with .item() (a host sync), "
-                           "which a CUDA-graph capture cannot do: pass the alphas as host floats "
-                           "(or CPU tensors) to capture")
-    return float(t.detach().reshape(()).item())
-
-
 @torch.library.custom_op("dswa::samel_attention_tensor_alpha", mutates_args=())
 def samel_attention_tensor_alpha(x: Tensor, q_gamma: Tensor, q_beta: Tensor, k_gamma: Tensor,
                                  k_beta: Tensor, q_alpha: Tensor, k_alpha: Tensor, heads: int,
@@ -136,13 +125,13 @@ def samel_attention_tensor_alpha(x: Tensor, q_gamma: Tensor, q_beta: Tensor, k_g
                                  rot_dims: int, base: float, pos_offset: int,
                                  math: int) -> Tensor:
     """dswa::samel_attention with the alphas as 1-element float32 tensors (on x's device or
-    the CPU), so that autograd gives them gradients. Each call reads them with .item(): for
-    CUDA tensors a host sync, and not capturable in a CUDA graph (the kernels take alpha as a
-    host float)."""
+    the CPU), so that autograd gives them gradients. The kernels read an alpha on x's device
+    where it is (dswa_samel_norm.alpha_at): no host read, capturable in a CUDA graph; a CPU
+    alpha for CUDA x is read on the host (no device sync)."""
     norms = (q_gamma, q_beta, k_gamma, k_beta)
     out = x.new_empty(_core.samel_out_shape(x, q_gamma))
-    _run_samel(x, norms, out, _alpha_value(q_alpha, "q_alpha"), _alpha_value(k_alpha, "k_alpha"),
-               heads, window_left, window_right, scale, lam, rot_dims, base, pos_offset, math)
+    _run_samel(x, norms, out, q_alpha.detach(), k_alpha.detach(), heads, window_left,
+               window_right, scale, lam, rot_dims, base, pos_offset, math)
     return out
 
 
@@ -166,10 +155,10 @@ def samel_attention_backward(dout: Tensor, x: Tensor, q_gamma: Tensor, q_beta: T
     strides): (dx, dq_gamma, dq_beta, dk_gamma, dk_beta, dq_alpha, dk_alpha). dx: x's shape
     and dtype, contiguous, the gradient of all five chunks; the norms' gradients float32 on
     x's device, of the shapes of gamma, beta and alpha. The alphas are 1-element float32
-    tensors read with .item() (free for CPU tensors, a host sync for CUDA ones)."""
+    tensors, read where they are as samel_attention_tensor_alpha reads them."""
     norms = (q_gamma, q_beta, k_gamma, k_beta)
     _core.samel_check_args(x, norms, dout, heads)
-    qa, ka = _alpha_value(q_alpha, "q_alpha"), _alpha_value(k_alpha, "k_alpha")
+    qa, ka = q_alpha.detach(), k_alpha.detach()
     dx = x.new_empty(x.shape)
     f32 = dict(dtype=torch.float32, device=x.device)
     grads = [torch.empty(t.shape, **f32) for t in (q_alpha, q_gamma, q_beta, k_alpha, k_gamma,

@@ -23,10 +23,9 @@ warns once per module and reason: a swapped model gives what the original gives.
 Training: when autograd records the call, gradients flow through the fused op (its backward
 is dswa::samel_attention_backward) to x, to_qkv, to_out, feat_scale's lambdas and the norms'
 gamma, beta and alpha. Alphas that require grad go to the op as tensors
-(dswa::samel_attention_tensor_alpha), which reads them with .item() in the forward and in the
-backward: two host syncs per call on a GPU, and a CUDA-graph capture of such a step falls
-back to the original forward (warning); with frozen alphas (requires_grad False) the values
-read as below are used (read again only when an alpha changes: no sync per step).
+(dswa::samel_attention_tensor_alpha), which the kernels read in device memory: no host sync,
+and a training step captures in a CUDA graph; with frozen alphas (requires_grad False) the
+values read as below are used (read again only when an alpha changes: no sync per step).
 
 The module's state: SamelAttention and the original module share one attribute dictionary
 (parameters, buffers, children, training flag, plain attributes such as feat_scale and
@@ -317,19 +316,13 @@ class SamelAttention(torch.nn.Module):
             if rot is None:
                 why = pos
         # Training (autograd records the call): the op's autograd gives x, gamma and beta their
-        # gradients; alphas that require grad go in as tensors (read with .item() per call).
+        # gradients; alphas that require grad go in as tensors (read by the kernels in place).
         grad = why is None and torch.is_grad_enabled() and (
             x.requires_grad or any(p.requires_grad for p in self.parameters()))
         alphas = None
         if grad and any(getattr(self, n).alpha.requires_grad for n in ("q_norm", "k_norm")):
             a = [getattr(self, n).alpha for n in ("q_norm", "k_norm")]
-            if not torch.compiler.is_compiling() and _capturing() and \
-                    any(t.is_cuda for t in a):
-                why = ("alpha-capture",
-                       "the norms' alphas require grad and the fused op reads them with .item() "
-                       "(a host sync), which a CUDA-graph capture cannot do: freeze them "
-                       "(alpha.requires_grad_(False)) to capture a training step")
-            elif any(t.numel() != 1 for t in a):
+            if any(t.numel() != 1 for t in a):
                 why = ("alpha", "a norm's alpha has more than one element (DyT's is a scalar)")
             else:
                 alphas = [t.reshape(1).to(torch.float32) for t in a]

@@ -382,20 +382,26 @@ def test_cuda_deterministic_compile():
 
 
 def test_cuda_graph():
-    """Forward and backward of the float-alpha op captured in one CUDA graph (the alphas are
-    host floats: nothing is read back); replays on fresh inputs copied into the captured
-    tensors equal eager gradients bitwise."""
+    """Forward and backward captured in one CUDA graph, the alphas host floats (the float-alpha
+    op) or CUDA tensors with gradients (read by the kernels in device memory: no host sync,
+    which torch's sync debug mode would raise on); replays on fresh inputs, the tensor alphas
+    included, copied into the captured tensors equal eager gradients bitwise."""
     need_cuda()
     B, N, H, D = 2, 200, 3, 64
-    for dtype in DTYPES:
+    for dtype, tensor_alpha in [(d, False) for d in DTYPES] + [(d, True) for d in DTYPES]:
         big, x, norms, alphas = leaves(B, N, H, D, dtype, "cuda", seed=30)
-        qa, ka = (float(a.detach()) for a in alphas)
-        ls = [big] + norms
+        qa, ka = alphas if tensor_alpha else (float(a.detach()) for a in alphas)
+        ls = [big] + norms + (alphas if tensor_alpha else [])
         dout = torch.randn(B, N, H * D, device="cuda", dtype=x.dtype)
 
         def step():
             out = dswa.samel_attention(x, *norms, q_alpha=qa, k_alpha=ka, lam=0.6)
             return torch.autograd.grad(out, ls, dout)
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):                     # warm-up outside the capture
@@ -407,7 +413,7 @@ def test_cuda_graph():
         for seed in (1, 2):
             fresh = leaves(B, N, H, D, dtype, "cuda", seed=30 + seed)
             with torch.no_grad():
-                for t, f in zip(ls, [fresh[0]] + fresh[2]):
+                for t, f in zip(ls, [fresh[0]] + fresh[2] + fresh[3]):
                     t.copy_(f)
                 dout.copy_(torch.randn_like(dout))
             graph.replay()
@@ -418,47 +424,47 @@ def test_cuda_graph():
 
 def test_cuda_training():
     """The training run on the GPU: float32 (the fused forward in TF32 against upstream's
-    float32 attention) and bfloat16; and the drop-in's training step (alphas frozen: no
-    host read) captured in a CUDA graph."""
+    float32 attention) and bfloat16; and the drop-in's training step captured in a CUDA graph
+    (no warning: nothing falls back), with the alphas frozen and with the alphas trained (read
+    by the kernels in device memory: a replay after the alphas changed in place matches the
+    eager step, the alphas' gradients included)."""
     need_cuda()
     check_training("cuda", "float32", "adam", 5e-3)
     check_training("cuda", "bfloat16", "adam", 3e-2)
     import dswa.samel
     import upstream_block as U
-    m = dswa.samel.swap_attention(U.randomize(U.TransformerBlock(128), 14).cuda())
-    for n in ("q_norm", "k_norm"):
-        getattr(m.self_attn, n).alpha.requires_grad_(False)
-    x = torch.randn(2, 64, 128, device="cuda")
-    params = [p for p in m.parameters() if p.requires_grad]
-    kw = dict(self_attention_flash_sliding_window=[17, 17])
+    for trained in (False, True):
+        m = dswa.samel.swap_attention(U.randomize(U.TransformerBlock(128), 14).cuda())
+        alphas = [getattr(m.self_attn, n).alpha for n in ("q_norm", "k_norm")]
+        for a in alphas:
+            a.requires_grad_(trained)
+        x = torch.randn(2, 64, 128, device="cuda")
+        params = [p for p in m.parameters() if p.requires_grad]
+        assert any(p is alphas[0] for p in params) == trained
+        kw = dict(self_attention_flash_sliding_window=[17, 17])
 
-    def step():
-        return torch.autograd.grad(m(x, **kw).square().mean(), params)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s), warnings.catch_warnings():
-        warnings.simplefilter("error")
-        step()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with torch.cuda.graph(graph):
-            grads = step()
-    with torch.no_grad():
-        x.copy_(torch.randn_like(x))
-    graph.replay()
-    torch.cuda.synchronize()
-    errs = [rel(a, b) for a, b in zip(grads, step())]     # cuBLAS's projections: not bitwise
-    assert max(errs) < 1e-5, errs
-    a = m.self_attn.q_norm.alpha
-    a.requires_grad_(True)          # a trained CUDA alpha cannot be read inside a capture:
-    with warnings.catch_warnings(record=True) as got:        # the original forward runs
-        warnings.simplefilter("always")
-        g2 = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g2):
-            m(x, **kw)
-    assert any("freeze them" in str(w.message) for w in got), [str(w.message) for w in got]
+        def step():
+            return torch.autograd.grad(m(x, **kw).square().mean(), params)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            step()
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with torch.cuda.graph(graph):
+                grads = step()
+        with torch.no_grad():
+            x.copy_(torch.randn_like(x))
+            if trained:                 # as an optimizer step changes them
+                alphas[0].mul_(1.3)
+                alphas[1].mul_(0.8)
+        graph.replay()
+        torch.cuda.synchronize()
+        errs = [rel(a, b) for a, b in zip(grads, step())]     # cuBLAS's projections: not bitwise
+        assert max(errs) < 1e-5, (trained, errs)
 
 
 def test_gradcheck_cpu():

@@ -2,6 +2,8 @@
    problem, its sizes, its kernel's name, and dispatch. Each forward and backward function runs
    the block's validation (core/samel_validate.c) first, then hands a non-empty problem to its
    backend. */
+#include <math.h>
+
 #include "core/internal.h"
 #include "core/samel.h"
 #include "cuda/kernels.h"
@@ -37,10 +39,29 @@ double dswa_samel_backward_min_bytes(const dswa_samel_backward_problem *p) {
     return units * (double)dswa_dtype_size(f->dtype) * (5.0 + 1.0 + 5.0);   /* x, dout; dx */
 }
 
+/* *r = *p with each norm's alpha_at read (host memory, the CPU backend's) into its alpha and
+   checked as a host alpha is: the CPU backend works on host floats only. */
+static dswa_status host_alphas(const dswa_samel_problem *p, dswa_samel_problem *r) {
+    *r = *p;
+    dswa_samel_norm *const n[2] = {&r->q_norm, &r->k_norm};
+    static const char *const names[2] = {"q_norm", "k_norm"};
+    for (int t = 0; t < 2; t++) {
+        if (!n[t]->alpha_at) continue;
+        n[t]->alpha = *n[t]->alpha_at;
+        n[t]->alpha_at = NULL;
+        if (!isfinite(n[t]->alpha))
+            return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "%s.alpha_at points to %g: alpha must be "
+                             "finite", names[t], (double)n[t]->alpha);
+    }
+    return DSWA_OK;
+}
+
 dswa_status dswa_samel_forward_cpu(const dswa_samel_problem *p, const void *qkv, void *out) {
     dswa_status s = dswa_samel_validate(p, qkv, out);
     if (s != DSWA_OK || p->batch == 0 || p->seq_len == 0) return s;
-    return dswa_samel_cpu_run(p, qkv, out);
+    dswa_samel_problem r;
+    if ((s = host_alphas(p, &r))) return s;
+    return dswa_samel_cpu_run(&r, qkv, out);
 }
 
 dswa_samel_backward_problem dswa_samel_backward_problem_default(const dswa_samel_problem *fwd) {
@@ -68,7 +89,9 @@ dswa_status dswa_samel_backward_cpu(const dswa_samel_backward_problem *p, const 
         }
         return DSWA_OK;
     }
-    return dswa_samel_cpu_backward(p, qkv, dout, dqkv, g);
+    dswa_samel_backward_problem r = *p;
+    if ((s = host_alphas(&p->fwd, &r.fwd))) return s;
+    return dswa_samel_cpu_backward(&r, qkv, dout, dqkv, g);
 }
 
 dswa_status dswa_samel_forward_cuda(const dswa_samel_problem *p, const void *qkv, void *out,

@@ -15,7 +15,10 @@ static int overlaps(const void *a, int64_t abytes, const void *b, int64_t bbytes
 }
 
 static dswa_status check_norm(const char *name, const dswa_samel_norm *n) {
-    if (!isfinite(n->alpha))
+    if ((uintptr_t)n->alpha_at % sizeof(float))
+        return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "%s.alpha_at = %p: must be 4-byte aligned "
+                         "(a float)", name, (const void *)n->alpha_at);
+    if (!n->alpha_at && !isfinite(n->alpha))
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "%s.alpha = %g: must be finite", name,
                          (double)n->alpha);
     return DSWA_OK;
@@ -132,7 +135,7 @@ static dswa_status check_inputs(const dswa_samel_problem *p, const void *qkv, in
 
 /* Spans an output must keep clear of, named for messages: the inputs (qkv, the norms'
    vectors and, for the backward, dout) and, for the backward's norm gradients, dqkv. */
-typedef struct span_list { const void *ptr[8]; int64_t bytes[8]; const char *name[8]; int n; } span_list;
+typedef struct span_list { const void *ptr[10]; int64_t bytes[10]; const char *name[10]; int n; } span_list;
 
 static void span_add(span_list *l, const char *name, const void *ptr, int64_t bytes) {
     l->ptr[l->n] = ptr;
@@ -149,6 +152,8 @@ static span_list input_spans(const dswa_samel_problem *p, const void *qkv, int64
     span_add(&l, "q_norm.beta", p->q_norm.beta, nb);
     span_add(&l, "k_norm.gamma", p->k_norm.gamma, nb);
     span_add(&l, "k_norm.beta", p->k_norm.beta, nb);
+    if (p->q_norm.alpha_at) span_add(&l, "q_norm.alpha_at", p->q_norm.alpha_at, sizeof(float));
+    if (p->k_norm.alpha_at) span_add(&l, "k_norm.alpha_at", p->k_norm.alpha_at, sizeof(float));
     return l;
 }
 

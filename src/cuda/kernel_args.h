@@ -120,6 +120,11 @@
 
 #define DSWA_SAMEL_KERNEL_ARG_COUNT 23
 
+/* The library's second entry of each fused kernel (never exported: TensorRT's node carries the
+   alphas as attributes) takes the table's arguments and then these two, device pointers to the
+   norms' alphas (dswa_samel_norm.alpha_at), read instead of q_alpha_bits and k_alpha_bits. */
+#define DSWA_SAMEL_ALPHA_AT_PARAMS const float *__restrict__ q_alpha_at, const float *__restrict__ k_alpha_at
+
 /* The extras as the launcher computes them (dswa_cuda_kargs), one int field each. */
 #define DSWA_KARG_NONE_(ctx, name, expr, expr_shared_v, meaning)
 #define DSWA_KARG_FIELD_(ctx, name, expr, expr_shared_v, meaning) int name;

@@ -634,7 +634,7 @@ __device__ __forceinline__ void dswa_fwd_band_impl(DSWA_KERNEL_PARAMS(T)) {
 /* The fused block: the packed input read as Q (chunks 0 and 3: pair stride 3 chunks), K (1, 4)
    and V (2, shared by both pairs), the shared-V schedule with every Q and K phase transformed. */
 template <typename T, int FP32>
-__device__ __forceinline__ void dswa_samel_band_impl(DSWA_SAMEL_KERNEL_PARAMS(T)) {
+__device__ __forceinline__ void dswa_samel_band_impl(DSWA_SAMEL_KERNEL_PARAMS(T), DSWA_SAMEL_ALPHA_AT_PARAMS) {
     __shared__ __align__(128) band_buf ring[BAND_BUFS];
     __shared__ samel_smem sm;
     const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
@@ -653,8 +653,9 @@ __device__ __forceinline__ void dswa_samel_band_impl(DSWA_SAMEL_KERNEL_PARAMS(T)
     float qscale;
     uint32_t mask;
     band_begin(c, &mask, &qscale, n, wl, wr, __int_as_float(scale_bits), i0, warp);
+    const float q_alpha = samel_alpha(q_alpha_at, q_alpha_bits), k_alpha = samel_alpha(k_alpha_at, k_alpha_bits);
     samel_begin<T>(sm, q_gamma, q_beta, k_gamma, k_beta, rot_dims, __int_as_float(base_bits), pos_offset,
-                   __int_as_float(q_alpha_bits), __int_as_float(k_alpha_bits), c.kstart);
+                   q_alpha, k_alpha, c.kstart);
 
     float acc[8][4];
     band_tile<T, FP32, 1, 1>(ring, c, acc, iq, mask, qscale, lambda, &sm);
@@ -666,8 +667,8 @@ __device__ __forceinline__ void dswa_samel_band_impl(DSWA_SAMEL_KERNEL_PARAMS(T)
     if (__any_sync(0xffffffffu, !finite))
         samel_exact_rows<T, FP32>(x, q_gamma, q_beta, k_gamma, k_beta, out, n, wl, wr, __int_as_float(scale_bits),
                                   lambda, x_sb, x_sn, x_sc, x_sh, o_sb, o_sn, o_sh, rot_dims,
-                                  __int_as_float(base_bits), pos_offset, __int_as_float(q_alpha_bits),
-                                  __int_as_float(k_alpha_bits), b, h, r0);
+                                  __int_as_float(base_bits), pos_offset, samel_alpha(q_alpha_at, q_alpha_bits),
+                                  samel_alpha(k_alpha_at, k_alpha_bits), b, h, r0);
 }
 
 /* The entries (kernels.h's DSWA_BAND_KERNELS): plain C names, so that the PTX entry is what
@@ -679,12 +680,21 @@ __device__ __forceinline__ void dswa_samel_band_impl(DSWA_SAMEL_KERNEL_PARAMS(T)
     }
 DSWA_BAND_KERNELS(BAND_ENTRY)
 
-#define SAMEL_ENTRY(entry, dtype, math, T, blocks_per_sm)                                     \
-    extern "C" __global__ void __launch_bounds__(DSWA_THREADS, blocks_per_sm)                \
-        entry(DSWA_SAMEL_KERNEL_PARAMS(T)) {                                                 \
-        dswa_samel_band_impl<T, (math) == DSWA_MATH_FP32>(DSWA_SAMEL_KERNEL_ARG_NAMES);      \
+#define SAMEL_ENTRY(entry, dtype, math, T, blocks_per_sm)                                          \
+    extern "C" __global__ void __launch_bounds__(DSWA_THREADS, blocks_per_sm)                     \
+        entry(DSWA_SAMEL_KERNEL_PARAMS(T)) {                                                      \
+        dswa_samel_band_impl<T, (math) == DSWA_MATH_FP32>(DSWA_SAMEL_KERNEL_ARG_NAMES, NULL, NULL); \
     }
 DSWA_SAMEL_BAND_KERNELS(SAMEL_ENTRY)
+#ifndef DSWA_AOT_PTX /* the library's entries with the alphas in device memory (kernel_args.h) */
+#define SAMEL_ALPHA_AT_ENTRY(entry, dtype, math, T, blocks_per_sm)                                \
+    extern "C" __global__ void __launch_bounds__(DSWA_THREADS, blocks_per_sm)                     \
+        entry##_alpha_at(DSWA_SAMEL_KERNEL_PARAMS(T), DSWA_SAMEL_ALPHA_AT_PARAMS) {               \
+        dswa_samel_band_impl<T, (math) == DSWA_MATH_FP32>(DSWA_SAMEL_KERNEL_ARG_NAMES, q_alpha_at, \
+                                                          k_alpha_at);                            \
+    }
+DSWA_SAMEL_BAND_KERNELS(SAMEL_ALPHA_AT_ENTRY)
+#endif
 
 /* The entry functions in registry order, for the launcher (launch.h). */
 #define BAND_FUNCTION(entry, dtype, math, T, blocks_per_sm) (const void *)entry,
@@ -696,3 +706,10 @@ extern "C" const void *dswa_samel_band_entry_function(int index) {
     static const void *const functions[] = {DSWA_SAMEL_BAND_KERNELS(BAND_FUNCTION)};
     return functions[index];
 }
+#ifndef DSWA_AOT_PTX
+#define ALPHA_AT_FUNCTION(entry, dtype, math, T, blocks_per_sm) (const void *)entry##_alpha_at,
+extern "C" const void *dswa_samel_band_alpha_at_function(int index) {
+    static const void *const functions[] = {DSWA_SAMEL_BAND_KERNELS(ALPHA_AT_FUNCTION)};
+    return functions[index];
+}
+#endif

@@ -42,6 +42,7 @@ struct sbwd_args {
     void *dqkv;
     const float *gamma[2], *beta[2];   /* q_norm's, k_norm's */
     float alpha[2];
+    const float *alpha_at[2];          /* dswa_samel_norm.alpha_at: read instead of alpha */
     float *rq, *rk, *v, *go;           /* step 1's scratch: [b][n][pair][h][d], [b][n][h][d];
                                           fp32, or the dtype where the op's tensor-core
                                           backward takes the problem (exact: r is rounded to
@@ -55,6 +56,11 @@ struct sbwd_args {
 };
 
 #define ROWS_PER_WARP (DSWA_BWD_ROWS / DSWA_WARPS)
+
+/* Norm nm's alpha (0 q_norm, 1 k_norm), from device memory where the caller keeps it there. */
+__device__ __forceinline__ float sbwd_alpha(const sbwd_args &a, int nm) {
+    return a.alpha_at[nm] ? __ldg(a.alpha_at[nm]) : a.alpha[nm];
+}
 
 /* q, k, q_diff, k_diff: the chunk, its norm (0 q_norm, 1 k_norm) and its pair. */
 __device__ __forceinline__ void chunk_of(int t, int *ch, int *norm, int *pair) {
@@ -110,7 +116,7 @@ template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS
             for (int k = 0; k < 2; k++) {
                 const int d = lane + 32 * k;
                 if (d < a.dim)
-                    dst[d] = dswa_from_f32<S>(samel_bwd_r<T>(row, a.x.dim, d, pos, a.alpha[nm], a.gamma[nm],
+                    dst[d] = dswa_from_f32<S>(samel_bwd_r<T>(row, a.x.dim, d, pos, sbwd_alpha(a, nm), a.gamma[nm],
                                                              a.beta[nm], a.rot_dims, invf[k]));
             }
         }
@@ -159,7 +165,7 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
             int ch, nm, pr;
             chunk_of(t, &ch, &nm, &pr);
             const float *dr = (nm ? a.drk : a.drq) + pair_row(a, b, i, pr, h);
-            const float alpha = a.alpha[nm];
+            const float alpha = sbwd_alpha(a, nm);
             for (int k = 0; k < 2; k++) {
                 const int d = lane + 32 * k;
                 if (d >= a.dim) continue;
@@ -304,6 +310,7 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
     a.qkv = qkv; a.dout = dout; a.dqkv = dqkv;
     a.gamma[0] = p->q_norm.gamma; a.beta[0] = p->q_norm.beta; a.alpha[0] = p->q_norm.alpha;
     a.gamma[1] = p->k_norm.gamma; a.beta[1] = p->k_norm.beta; a.alpha[1] = p->k_norm.alpha;
+    a.alpha_at[0] = p->q_norm.alpha_at; a.alpha_at[1] = p->k_norm.alpha_at;
     a.rq = (float *)(ws + w.rq); a.rk = (float *)(ws + w.rk);
     a.v = (float *)(ws + w.v); a.go = (float *)(ws + w.dout);
     a.drq = (float *)(ws + w.drq); a.drk = (float *)(ws + w.drk); a.dv = (float *)(ws + w.dv);

@@ -230,10 +230,14 @@ extern "C" dswa_status dswa_cuda_samel_launch(const dswa_samel_problem *p0, cons
     dswa_status s = dswa_cuda_samel_kargs(&pz, x, out, &a, &kern);
     if (s) return s;
     const int index = (int)(kern - dswa_samel_kernels), n_band = dswa_samel_band_kernel_count;
-    const void *fn = index < n_band ? dswa_samel_band_entry_function(index)
-                                    : dswa_samel_scalar_entry_function(index - n_band);
+    /* alphas in device memory: the same kernel's second entry, two more arguments */
+    const float *q_alpha_at = pz.q_norm.alpha_at, *k_alpha_at = pz.k_norm.alpha_at;
+    const bool at = q_alpha_at || k_alpha_at;
+    const void *fn = index < n_band ? (at ? dswa_samel_band_alpha_at_function : dswa_samel_band_entry_function)(index)
+                                    : (at ? dswa_samel_scalar_alpha_at_function
+                                          : dswa_samel_scalar_entry_function)(index - n_band);
     const float *q_gamma = pz.q_norm.gamma, *q_beta = pz.q_norm.beta;
     const float *k_gamma = pz.k_norm.gamma, *k_beta = pz.k_norm.beta;
-    void *args[DSWA_SAMEL_KERNEL_ARG_COUNT] = {DSWA_SAMEL_LAUNCH_ARGS(&a)};
+    void *args[DSWA_SAMEL_KERNEL_ARG_COUNT + 2] = {DSWA_SAMEL_LAUNCH_ARGS(&a), &q_alpha_at, &k_alpha_at};
     return launch(kern, fn, a.n, pz.heads, pz.batch, args, stream);
 }

@@ -28,6 +28,10 @@ const void *dswa_band_entry_function(int index);
 const void *dswa_wide_entry_function(int index);
 const void *dswa_samel_band_entry_function(int index);
 const void *dswa_samel_scalar_entry_function(int index);
+/* The fused block's second entries, with the alphas' device pointers as two more arguments
+   (kernel_args.h's DSWA_SAMEL_ALPHA_AT_PARAMS), in the same order. */
+const void *dswa_samel_band_alpha_at_function(int index);
+const void *dswa_samel_scalar_alpha_at_function(int index);
 
 #ifdef __cplusplus
 }

@@ -29,6 +29,12 @@ template <int ACCURATE> __device__ __forceinline__ float samel_tanh(float x) {
     return y;
 }
 
+/* A norm's alpha: from device memory where the caller keeps it there (dswa_samel_norm.alpha_at),
+   else the kernel argument's float bits. */
+__device__ __forceinline__ float samel_alpha(const float *at, int bits) {
+    return at ? __ldg(at) : __int_as_float(bits);
+}
+
 /* DyT of one element: gamma * tanh(alpha * x) + beta, in fp32. */
 template <int ACCURATE>
 __device__ __forceinline__ float samel_dyt(float x, float alpha, float gamma, float beta) {
