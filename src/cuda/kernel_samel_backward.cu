@@ -78,56 +78,106 @@ __device__ __forceinline__ int64_t one_row(const sbwd_args &a, int b, int i, int
     return (((int64_t)b * a.n + i) * a.heads + h) * a.dim;
 }
 
-/* samel_element (samel.cuh) for a row of any dim stride sd: dim d of DyT then RoPE, with the
-   forward's functions and roundings, so that r is the forward's r. */
-template <typename T>
-__device__ __forceinline__ float samel_bwd_r(const T *row, int64_t sd, int d, float pos, float alpha,
-                                             const float *gamma, const float *beta, int rot_dims,
-                                             float invf) {
-    float y = samel_round<T>(samel_dyt<1>(dswa_to_f32(row[d * sd]), alpha, __ldg(gamma + d), __ldg(beta + d)));
-    const int c = rot_dims / 2;
-    if (d >= 2 * c) return y;
-    const int e = d < c ? d + c : d - c;
-    float w = samel_round<T>(samel_dyt<1>(dswa_to_f32(row[e * sd]), alpha, __ldg(gamma + e), __ldg(beta + e)));
-    float sn, cs;
-    samel_sincos(pos * invf, &sn, &cs);
-    if (d < c) samel_rotate(&y, &w, cs, sn);
-    else samel_rotate(&w, &y, cs, sn);
-    return samel_round<T>(y);
+/* The geometry of kernels 1 and 3: lane holds dims d = lane + 32 k (k = 0, 1) of a row. RoPE's
+   partner of dim d is e = d + c (d < c) or d - c (c <= d < 2c), held by lane e & 31 at k = e >> 5:
+   fetched with two shuffles rather than loaded and transformed again. Called by whole warps. */
+__device__ __forceinline__ float lane_partner(const float (&y)[2], int e) {
+    const float p0 = __shfl_sync(0xffffffffu, y[0], e & 31), p1 = __shfl_sync(0xffffffffu, y[1], e & 31);
+    return e >> 5 ? p1 : p0;
+}
+
+/* What a lane keeps through its rows: inv_freq, the partner e of its dims, both norms' gamma
+   and beta at its dims (0 past D), both alphas. */
+struct lane_norms {
+    float invf[2], gamma[2][2], beta[2][2], alpha[2];
+    int e[2];
+};
+__device__ __forceinline__ lane_norms lane_norms_of(const sbwd_args &a, int lane) {
+    lane_norms l;
+    const int c = a.rot_dims / 2;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const int d = lane + 32 * k;
+        const bool in = d < a.dim;
+        l.invf[k] = in ? samel_dim_inv_freq(d, a.rot_dims, a.base) : 0.f;
+        l.e[k] = d < c ? d + c : d < 2 * c ? d - c : d;
+#pragma unroll
+        for (int nm = 0; nm < 2; nm++) {
+            l.gamma[nm][k] = in ? __ldg(a.gamma[nm] + d) : 0.f;
+            l.beta[nm][k] = in ? __ldg(a.beta[nm] + d) : 0.f;
+        }
+    }
+    l.alpha[0] = sbwd_alpha(a, 0);
+    l.alpha[1] = sbwd_alpha(a, 1);
+    return l;
+}
+
+/* The angle's sin and cos of the lane's dims at pos (cos 1, sin 0 where RoPE passes through). */
+__device__ __forceinline__ void lane_angles(const lane_norms &l, int lane, int rot_dims, float pos,
+                                            float (&cs)[2], float (&sn)[2]) {
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        cs[k] = 1.f;
+        sn[k] = 0.f;
+        if (lane + 32 * k < rot_dims) samel_sincos(pos * l.invf[k], &sn[k], &cs[k]);
+    }
 }
 
 /* ---- 1: the prologue ---------------------------------------------------------------------- */
 
+/* Per row, every load first (four chunks, V and dout: in flight together), then DyT and RoPE
+   with the forward's functions and roundings (samel_element's, the partner's y by shuffle), so
+   that r is the forward's r. */
 template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_prologue(const sbwd_args a) {
     const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31, i0 = tile * DSWA_BWD_ROWS + warp * ROWS_PER_WARP;
-    float invf[2];
-    for (int k = 0; k < 2; k++)
-        invf[k] = lane + 32 * k < a.dim ? samel_dim_inv_freq(lane + 32 * k, a.rot_dims, a.base) : 0.f;
-    const T *x = (const T *)a.qkv, *dout = (const T *)a.dout;
+    const int c = a.rot_dims / 2;
+    const lane_norms l = lane_norms_of(a, lane);
+    const T *__restrict__ x = (const T *)a.qkv, *__restrict__ dout = (const T *)a.dout;
     for (int i = i0; i < i0 + ROWS_PER_WARP && i < a.n; i++) {
-        const float pos = (float)((int64_t)a.pos_offset + i);
         const T *xr = x + (int64_t)b * a.x.batch + (int64_t)i * a.x.seq + (int64_t)h * a.x.head;
+        const T *gr = dout + (int64_t)b * a.ldout.batch + (int64_t)i * a.ldout.seq + (int64_t)h * a.ldout.head;
+        float xv[4][2], vv[2], gv[2];
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            const int d = lane + 32 * k;
+            const bool in = d < a.dim;
+#pragma unroll
+            for (int t = 0; t < 4; t++) {
+                int ch, nm, pr;
+                chunk_of(t, &ch, &nm, &pr);
+                xv[t][k] = in ? dswa_to_f32(xr[(int64_t)ch * a.x.chunk + d * a.x.dim]) : 0.f;
+            }
+            vv[k] = in ? dswa_to_f32(xr[2 * a.x.chunk + d * a.x.dim]) : 0.f;
+            gv[k] = in ? dswa_to_f32(gr[d * a.ldout.dim]) : 0.f;
+        }
+        float cs[2], sn[2];
+        lane_angles(l, lane, a.rot_dims, (float)((int64_t)a.pos_offset + i), cs, sn);
+#pragma unroll
         for (int t = 0; t < 4; t++) {
             int ch, nm, pr;
             chunk_of(t, &ch, &nm, &pr);
-            const T *row = xr + (int64_t)ch * a.x.chunk;
+            float y[2];
+#pragma unroll
+            for (int k = 0; k < 2; k++)
+                y[k] = samel_round<T>(samel_dyt<1>(xv[t][k], l.alpha[nm], l.gamma[nm][k], l.beta[nm][k]));
             S *dst = (S *)(nm ? a.rk : a.rq) + pair_row(a, b, i, pr, h);
+#pragma unroll
             for (int k = 0; k < 2; k++) {
                 const int d = lane + 32 * k;
-                if (d < a.dim)
-                    dst[d] = dswa_from_f32<S>(samel_bwd_r<T>(row, a.x.dim, d, pos, sbwd_alpha(a, nm), a.gamma[nm],
-                                                             a.beta[nm], a.rot_dims, invf[k]));
+                float r = y[k], w = lane_partner(y, l.e[k]);
+                if (d < c) samel_rotate(&r, &w, cs[k], sn[k]);
+                else if (d < 2 * c) samel_rotate(&w, &r, cs[k], sn[k]);
+                if (d < a.dim) dst[d] = dswa_from_f32<S>(d < 2 * c ? samel_round<T>(r) : r);
             }
         }
-        const T *vr = xr + 2 * a.x.chunk;
-        const T *gr = dout + (int64_t)b * a.ldout.batch + (int64_t)i * a.ldout.seq + (int64_t)h * a.ldout.head;
         const int64_t o = one_row(a, b, i, h);
+#pragma unroll
         for (int k = 0; k < 2; k++) {
             const int d = lane + 32 * k;
             if (d < a.dim) {
-                ((S *)a.v)[o + d] = dswa_from_f32<S>(dswa_to_f32(vr[d * a.x.dim]));
-                ((S *)a.go)[o + d] = dswa_from_f32<S>(dswa_to_f32(gr[d * a.ldout.dim]));
+                ((S *)a.v)[o + d] = dswa_from_f32<S>(vv[k]);
+                ((S *)a.go)[o + d] = dswa_from_f32<S>(gv[k]);
             }
         }
     }
@@ -138,47 +188,60 @@ template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS
 /* Per block of DSWA_BWD_ROWS rows of one (batch, head): each lane adds its dims' terms over its
    warp's rows in order (row, chunk), in double; then dalpha is summed over the lanes (a
    butterfly: the same order every run), and the block's share of every sum is the warps' in
-   warp order. Entry layout per norm: dalpha, dgamma[D], dbeta[D]. */
+   warp order. Entry layout per norm: dalpha, dgamma[D], dbeta[D]. Per row, every load first,
+   as in the prologue; dr's partner by shuffle. */
 template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_epilogue(const sbwd_args a) {
     const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31, i0 = tile * DSWA_BWD_ROWS + warp * ROWS_PER_WARP;
     const int c = a.rot_dims / 2;
-    float invf[2];
-    for (int k = 0; k < 2; k++)
-        invf[k] = lane + 32 * k < a.dim ? samel_dim_inv_freq(lane + 32 * k, a.rot_dims, a.base) : 0.f;
+    const lane_norms l = lane_norms_of(a, lane);
     double da[2] = {0.0, 0.0}, dg[2][2] = {{0.0, 0.0}, {0.0, 0.0}}, db[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
-    const T *x = (const T *)a.qkv;
-    T *dx = (T *)a.dqkv;
+    const T *__restrict__ x = (const T *)a.qkv;
+    T *__restrict__ dx = (T *)a.dqkv;
     for (int i = i0; i < i0 + ROWS_PER_WARP && i < a.n; i++) {
-        const float pos = (float)((int64_t)a.pos_offset + i);
-        float cs[2] = {1.f, 1.f}, sn[2] = {0.f, 0.f};   /* the angle of the pair dim d is in */
-        for (int k = 0; k < 2; k++)
-            if (lane + 32 * k < 2 * c) samel_sincos(pos * invf[k], &sn[k], &cs[k]);
         const T *xr = x + (int64_t)b * a.x.batch + (int64_t)i * a.x.seq + (int64_t)h * a.x.head;
         T *dxr = dx + (int64_t)b * a.dx.batch + (int64_t)i * a.dx.seq + (int64_t)h * a.dx.head;
         const int64_t o = one_row(a, b, i, h);
+        float dr[4][2], xv[4][2], dvv[2];
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            const int d = lane + 32 * k;
+            const bool in = d < a.dim;
+#pragma unroll
+            for (int t = 0; t < 4; t++) {
+                int ch, nm, pr;
+                chunk_of(t, &ch, &nm, &pr);
+                dr[t][k] = in ? (nm ? a.drk : a.drq)[pair_row(a, b, i, pr, h) + d] : 0.f;
+                xv[t][k] = in ? dswa_to_f32(xr[(int64_t)ch * a.x.chunk + d * a.x.dim]) : 0.f;
+            }
+            dvv[k] = in ? a.dv[o + d] : 0.f;
+        }
+        float cs[2], sn[2];
+        lane_angles(l, lane, a.rot_dims, (float)((int64_t)a.pos_offset + i), cs, sn);
+#pragma unroll
         for (int k = 0; k < 2; k++) {   /* chunk 2: the summed dV as it is */
             const int d = lane + 32 * k;
-            if (d < a.dim) dxr[2 * a.dx.chunk + d * a.dx.dim] = dswa_from_f32<T>(a.dv[o + d]);
+            if (d < a.dim) dxr[2 * a.dx.chunk + d * a.dx.dim] = dswa_from_f32<T>(dvv[k]);
         }
+#pragma unroll
         for (int t = 0; t < 4; t++) {
             int ch, nm, pr;
             chunk_of(t, &ch, &nm, &pr);
-            const float *dr = (nm ? a.drk : a.drq) + pair_row(a, b, i, pr, h);
-            const float alpha = sbwd_alpha(a, nm);
+            const float alpha = l.alpha[nm];
+#pragma unroll
             for (int k = 0; k < 2; k++) {
                 const int d = lane + 32 * k;
-                if (d >= a.dim) continue;
                 /* the rotation by -theta: dy_j = dr_j cos + dr_j+c sin, dy_j+c = dr_j+c cos - dr_j sin */
-                const float dy = d < c       ? fmaf(dr[d], cs[k], dr[d + c] * sn[k])
-                                 : d < 2 * c ? fmaf(dr[d], cs[k], -(dr[d - c] * sn[k]))
-                                             : dr[d];
-                const float xv = dswa_to_f32(xr[(int64_t)ch * a.x.chunk + d * a.x.dim]);
+                const float p = lane_partner(dr[t], l.e[k]);
+                const float dy = d < c       ? fmaf(dr[t][k], cs[k], p * sn[k])
+                                 : d < 2 * c ? fmaf(dr[t][k], cs[k], -(p * sn[k]))
+                                             : dr[t][k];
+                if (d >= a.dim) continue;
                 /* u as the forward computes it; 1 - u^2 factored, exact near u = 1 */
-                const float u = samel_tanh<1>(alpha * xv), s = (1.0f - u) * (1.0f + u);
-                const float du = dy * __ldg(a.gamma[nm] + d);
+                const float u = samel_tanh<1>(alpha * xv[t][k]), s = (1.0f - u) * (1.0f + u);
+                const float du = dy * l.gamma[nm][k];
                 dxr[(int64_t)ch * a.dx.chunk + d * a.dx.dim] = dswa_from_f32<T>(du * alpha * s);
-                da[nm] += (double)du * (double)xv * (double)s;
+                da[nm] += (double)du * (double)xv[t][k] * (double)s;
                 dg[nm][k] += (double)dy * (double)u;
                 db[nm][k] += (double)dy;
             }
