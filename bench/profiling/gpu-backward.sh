@@ -3,8 +3,9 @@
 # the backward at >= 70 % of a copy of its bytes; the fused block's forward + backward >= 10x the
 # compiled prologue + FlexAttention, and ahead of the chunked-halo SDPA path by at least the
 # forward's ratio).
-#   bench/profiling/gpu-backward.sh OUTDIR bench          build; dswa bench --backward and
-#       --op samel --backward (--json, timed), their tables           (about 2-3 minutes)
+#   bench/profiling/gpu-backward.sh OUTDIR bench          build; dswa bench --backward (16-bit;
+#       OP_DTYPES=all for f32 too) and --op samel --backward (--json, timed), their tables
+#                                                                     (about 2-3 minutes)
 #   bench/profiling/gpu-backward.sh OUTDIR train DTYPE    build; bench/compare.py --op samel
 #       --backward for one dtype (f32, bf16 or f16) at L = 256, 1292, 4096 (L=... in the
 #       environment overrides), then dswa bench --op samel --backward for that dtype in the same
@@ -37,9 +38,11 @@ case $part in
 bench)
     for op in diff_swa samel; do
         name=bench-backward; [ $op = samel ] && name=bench-samel-backward
-        step "dswa bench --op $op --backward"
+        # the op's f32 backward is the general kernel: seconds per row from L = 1292 on
+        dts=${OP_DTYPES:-bf16,f16}; [ $op = samel ] && dts=all
+        step "dswa bench --op $op --backward --dtype $dts"
         t0=$(date +%s)
-        build/dswa bench --op $op --backward --json > "$out/$name.json" 2> "$out/$name.err" ||
+        build/dswa bench --op $op --backward --dtype "$dts" --json > "$out/$name.json" 2> "$out/$name.err" ||
             { echo "dswa bench --op $op --backward exited $?"; rc=1; }
         echo "$((($(date +%s) - t0))) s"
         grep -E "copy bandwidth|copied:" "$out/$name.err" | head -n 4
