@@ -208,64 +208,49 @@ __device__ __forceinline__ void bb_store_fused(const bwd_args &a, bb_fused_smem 
     const T *x = (const T *)f.x + (int64_t)b * f.lx.batch + (int64_t)h * f.lx.head + (int64_t)ch * f.lx.chunk;
     T *dx = (T *)f.dx + (int64_t)b * f.ldx.batch + (int64_t)h * f.ldx.head + (int64_t)ch * f.ldx.chunk;
     float *sums = fs.sums[threadIdx.x >> 5];
-    /* The input's elements a half (8 loads) at a time, in flight together: loaded as they are
-       used, each would wait behind the previous element's store (dx may alias x for the
-       compiler); all 16 at once spill in the key kernel. */
     float asum = 0.f;
 #pragma unroll
-    for (int half = 0; half < 2; half++) {
-        uint32_t xr[4][2];
+    for (int j = 0; j < 8; j++) {
+        float gs[2] = {0.f, 0.f}, bs[2] = {0.f, 0.f};
 #pragma unroll
-        for (int jj = 0; jj < 4; jj++)
-#pragma unroll
-            for (int rr = 0; rr < 2; rr++) {
-                const int i = row0 + (lane >> 2) + 8 * rr, d0 = 8 * (4 * half + jj) + 2 * c4;
-                xr[jj][rr] = i < a.n ? __ldg((const unsigned int *)(x + (int64_t)i * f.lx.seq + d0)) : 0u;
-            }
-#pragma unroll
-        for (int jj = 0; jj < 4; jj++) {
-            const int j = 4 * half + jj;
-            float gs[2] = {0.f, 0.f}, bs[2] = {0.f, 0.f};
-#pragma unroll
-            for (int rr = 0; rr < 2; rr++) {
-                const int i = row0 + (lane >> 2) + 8 * rr, d0 = 8 * j + 2 * c4;
-                if (i >= a.n) continue;
-                const float2 t = unpack2<T>(xr[jj][rr]);
-                const float pos = (float)((int64_t)f.pos_offset + i);
-                float o[2];
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int el = 2 * rr + e, d = d0 + e;
-                    float dy = a.scale * acc[j][el];
-                    if (j < 2 * cj) {
-                        const float p = a.scale * bb_pick(acc, j < cj ? j + cj : j - cj, el);
-                        float sn, cs;
-                        samel_sincos(pos * fs.inv_freq[d < c ? d : d - c], &sn, &cs);
-                        dy = j < cj ? fmaf(dy, cs, p * sn) : fmaf(dy, cs, -(p * sn));
-                    }
-                    const float te = e ? t.y : t.x;
-                    const float u = samel_tanh<1>(alpha * te), s = (1.0f - u) * (1.0f + u);
-                    const float du = dy * fs.gamma[d];
-                    o[e] = du * alpha * s;
-                    gs[e] += dy * u;
-                    bs[e] += dy;
-                    asum += du * te * s;
-                }
-                *(uint32_t *)(dx + (int64_t)i * f.ldx.seq + d0) = pack2<T>(o[0], o[1]);
-            }
-            if (!f.partial) continue;
+        for (int rr = 0; rr < 2; rr++) {
+            const int i = row0 + (lane >> 2) + 8 * rr, d0 = 8 * j + 2 * c4;
+            if (i >= a.n) continue;
+            const float2 t = unpack2<T>(*(const uint32_t *)(x + (int64_t)i * f.lx.seq + d0));
+            const float pos = (float)((int64_t)f.pos_offset + i);
+            float o[2];
 #pragma unroll
             for (int e = 0; e < 2; e++) {
+                const int el = 2 * rr + e, d = d0 + e;
+                float dy = a.scale * acc[j][el];
+                if (j < 2 * cj) {
+                    const float p = a.scale * bb_pick(acc, j < cj ? j + cj : j - cj, el);
+                    float sn, cs;
+                    samel_sincos(pos * fs.inv_freq[d < c ? d : d - c], &sn, &cs);
+                    dy = j < cj ? fmaf(dy, cs, p * sn) : fmaf(dy, cs, -(p * sn));
+                }
+                const float te = e ? t.y : t.x;
+                const float u = samel_tanh<1>(alpha * te), s = (1.0f - u) * (1.0f + u);
+                const float du = dy * fs.gamma[d];
+                o[e] = du * alpha * s;
+                gs[e] += dy * u;
+                bs[e] += dy;
+                asum += du * te * s;
+            }
+            *(uint32_t *)(dx + (int64_t)i * f.ldx.seq + d0) = pack2<T>(o[0], o[1]);
+        }
+        if (!f.partial) continue;
 #pragma unroll
-                for (int o = 4; o < 32; o <<= 1) {
-                    gs[e] += __shfl_xor_sync(0xffffffffu, gs[e], o);
-                    bs[e] += __shfl_xor_sync(0xffffffffu, bs[e], o);
-                }
-                if (lane < 4) {
-                    const int d = 8 * j + 2 * lane + e;
-                    sums[1 + d] = first ? gs[e] : sums[1 + d] + gs[e];
-                    sums[1 + BB_DIM + d] = first ? bs[e] : sums[1 + BB_DIM + d] + bs[e];
-                }
+        for (int e = 0; e < 2; e++) {
+#pragma unroll
+            for (int o = 4; o < 32; o <<= 1) {
+                gs[e] += __shfl_xor_sync(0xffffffffu, gs[e], o);
+                bs[e] += __shfl_xor_sync(0xffffffffu, bs[e], o);
+            }
+            if (lane < 4) {
+                const int d = 8 * j + 2 * lane + e;
+                sums[1 + d] = first ? gs[e] : sums[1 + d] + gs[e];
+                sums[1 + BB_DIM + d] = first ? bs[e] : sums[1 + BB_DIM + d] + bs[e];
             }
         }
     }
