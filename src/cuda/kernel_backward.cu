@@ -31,7 +31,6 @@
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "cuda/backward.cuh"
 #include "cuda/common.cuh"
@@ -240,7 +239,7 @@ static bwd_args args_of(const dswa_backward_problem *p, const void *q, const voi
     a.sum_dv = p->dv.pair == 0;
     a.scale = f->scale;
     a.lambda = f->lambda;
-    memset(&a.fused, 0, sizeof a.fused);
+    a.f32_grads = 0;
     return a;
 }
 
@@ -308,12 +307,11 @@ bool dswa_cuda_backward_band_takes(const dswa_backward_problem *p, const void *q
     return dswa_bwd_band_ok(a, p->fwd.dtype);
 }
 
-dswa_status dswa_cuda_backward_fused(const dswa_backward_problem *p, const void *q, const void *k,
-                                     const void *v, const void *dout, void *dv, const bwd_fused *f,
-                                     void *workspace, cudaStream_t s) {
+dswa_status dswa_cuda_backward_f32_grads(const dswa_backward_problem *p, const void *q, const void *k,
+                                         const void *v, const void *dout, float *dq, float *dk,
+                                         float *dv, void *workspace, cudaStream_t s) {
     size_t blocks;
-    bwd_args a = args_of(p, q, k, v, dout, NULL, NULL, dv, NULL, workspace, &blocks);
-    a.fused = *f;
-    return launched("launch of the SAME-L backward's tensor-core kernels",
-                    dswa_bwd_band_launch(a, p->fwd.dtype, s));
+    bwd_args a = args_of(p, q, k, v, dout, dq, dk, dv, NULL, workspace, &blocks);
+    a.f32_grads = 1;
+    return launched("launch of the backward's tensor-core kernels", dswa_bwd_band_launch(a, p->fwd.dtype, s));
 }

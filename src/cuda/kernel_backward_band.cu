@@ -4,9 +4,8 @@
  * the determinism rule in docs/BACKWARD.md; everything else goes to kernel_backward.cu's
  * general kernels, which the launcher there picks between.
  *
- * Entries, each a template over the 16-bit type T (__half, __nv_bfloat16) and FUSED (0: the
- * op's stores of dq, dk, dv; 1: the fused SAME-L block's backward, its epilogue done at the
- * stores: bwd_fused in backward.cuh, bb_store_fused below):
+ * Entries, each a template over the 16-bit type T (__half, __nv_bfloat16) and the gradients'
+ * type G (T; or float for the fused block's backward, whose epilogue rounds once):
  *   dswa_bwd_band_queries  per 64 query rows of one (batch, head): for each pair, the scores S
  *                          against the rows' key band, the exact softmax P (max and sum over the
  *                          whole band, which is in registers), dP = dA V^T, delta = sum P dP,
@@ -17,8 +16,7 @@
  *                          band, P recomputed from the table, dv = sum P dA (pair 0's terms,
  *                          then pair 1's, in one accumulator when dv is summed) and
  *                          dk = scale dS^T Q.
- * The dlambda kernel of kernel_backward.cu then sums the shares in a fixed order (the fused
- * block's norm sums: kernel_samel_backward.cu's reduction).
+ * The dlambda kernel of kernel_backward.cu then sums the shares in a fixed order.
  *
  * Why it is shaped so:
  *  - The forward's band geometry: a warp owns 16 rows, and every key its rows see lies in 64
@@ -51,7 +49,6 @@
 
 #include "cuda/backward.cuh"
 #include "cuda/mma.cuh"
-#include "cuda/samel.cuh"
 
 #define BB_ROWS (DSWA_TILE + DSWA_BAND_MAX_SPAN) /* band rows of a block: 112 */
 #define BB_DIM 64                                /* head_dim: rows of 8 16-byte chunks */
@@ -147,7 +144,13 @@ __device__ __forceinline__ bool bb_valid(int t, int e, int span, int clo, int ch
 }
 
 /* Stores scale * acc into the warp's rows row0 + g, row0 + g + 8 (those < n) of a slice with
-   row stride sn, two elements a store. */
+   row stride sn, two elements a store; G: the 16-bit type or float. */
+template <typename G> __device__ __forceinline__ void bb_store2(G *at, float x, float y) {
+    *(uint32_t *)at = pack2<G>(x, y);
+}
+template <> __device__ __forceinline__ void bb_store2<float>(float *at, float x, float y) {
+    *(float2 *)at = make_float2(x, y);
+}
 template <typename T>
 __device__ __forceinline__ void bb_store(T *base, int64_t sn, int row0, int n, const float acc[8][4], float scale) {
     const int lane = threadIdx.x & 31;
@@ -158,135 +161,17 @@ __device__ __forceinline__ void bb_store(T *base, int64_t sn, int row0, int n, c
         T *row = base + (int64_t)i * sn + 2 * (lane & 3);
 #pragma unroll
         for (int j = 0; j < 8; j++)
-            *(uint32_t *)(row + 8 * j) = pack2<T>(scale * acc[j][2 * rr], scale * acc[j][2 * rr + 1]);
+            bb_store2<T>(row + 8 * j, scale * acc[j][2 * rr], scale * acc[j][2 * rr + 1]);
     }
-}
-
-/* ---- the fused block's epilogue at the stores (bwd_fused) --------------------------------- */
-
-/* What a fused kernel keeps in shared memory: its norm's gamma, RoPE's inv_freq, and each
-   warp's sums of the norm's gradient terms over its rows (dalpha, dgamma[64], dbeta[64]). */
-struct bb_fused_smem {
-    float gamma[BB_DIM], inv_freq[BB_DIM / 2];
-    float sums[DSWA_WARPS][1 + 2 * BB_DIM];
-};
-#define BB_SUMS (1 + 2 * BB_DIM)
-/* The op's kernels keep none of it. */
-template <int FUSED> struct bb_fused_smem_of { typedef bb_fused_smem type; };
-template <> struct bb_fused_smem_of<0> { struct type {}; };
-
-/* The block's bb_fused_smem (norm nm's weights), after a barrier the caller has. */
-__device__ __forceinline__ void bb_fused_begin(bb_fused_smem &fs, const bwd_fused &f, int nm) {
-    const int t = threadIdx.x;
-    if (t < BB_DIM) fs.gamma[t] = __ldg(f.gamma[nm] + t);
-    else if (t - BB_DIM < f.rot_dims / 2) fs.inv_freq[t - BB_DIM] = samel_inv_freq(t - BB_DIM, f.rot_dims, f.base);
-}
-
-/* acc[jp][el] for a jp known only at run time, as a select over the unrolled j (no indexing
-   into registers, which would put acc in local memory). */
-__device__ __forceinline__ float bb_pick(const float acc[8][4], int jp, int el) {
-    float v = 0.f;
-#pragma unroll
-    for (int q = 0; q < 8; q++) v = q == jp ? acc[q][el] : v;
-    return v;
-}
-
-/* The store of dr = scale * acc as the packed gradient's chunk ch (of norm nm): per element,
-   RoPE transposed (the partner dim d +- c is in this thread, c / 8 j-steps away, c a multiple
-   of 8), then DyT's derivative with the packed input's element t:
-     dy = dr_d cos + dr_d+c sin (d < c), dr_d cos - dr_d-c sin (c <= d < 2c), dr_d (beyond)
-     u = tanh(alpha t), du = dy gamma, dt = du alpha (1 - u^2)
-   and the warp's rows' terms of dgamma (dy u), dbeta (dy), dalpha (du t (1 - u^2)) summed over
-   its 16 rows (rows, then lanes by a butterfly: a fixed order) into its sums, written by the
-   first store of the norm (first) and added to by the second. tanh is tanhf, as the
-   unfused epilogue computes it. */
-template <typename T>
-__device__ __forceinline__ void bb_store_fused(const bwd_args &a, bb_fused_smem &fs, float alpha, bool first,
-                                               int b, int h, int ch, int row0, const float acc[8][4]) {
-    const bwd_fused &f = a.fused;
-    const int lane = threadIdx.x & 31, c4 = lane & 3, cj = f.rot_dims >> 4, c = f.rot_dims >> 1;
-    const T *x = (const T *)f.x + (int64_t)b * f.lx.batch + (int64_t)h * f.lx.head + (int64_t)ch * f.lx.chunk;
-    T *dx = (T *)f.dx + (int64_t)b * f.ldx.batch + (int64_t)h * f.ldx.head + (int64_t)ch * f.ldx.chunk;
-    float *sums = fs.sums[threadIdx.x >> 5];
-    float asum = 0.f;
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        float gs[2] = {0.f, 0.f}, bs[2] = {0.f, 0.f};
-#pragma unroll
-        for (int rr = 0; rr < 2; rr++) {
-            const int i = row0 + (lane >> 2) + 8 * rr, d0 = 8 * j + 2 * c4;
-            if (i >= a.n) continue;
-            const float2 t = unpack2<T>(*(const uint32_t *)(x + (int64_t)i * f.lx.seq + d0));
-            const float pos = (float)((int64_t)f.pos_offset + i);
-            float o[2];
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int el = 2 * rr + e, d = d0 + e;
-                float dy = a.scale * acc[j][el];
-                if (j < 2 * cj) {
-                    const float p = a.scale * bb_pick(acc, j < cj ? j + cj : j - cj, el);
-                    float sn, cs;
-                    samel_sincos(pos * fs.inv_freq[d < c ? d : d - c], &sn, &cs);
-                    dy = j < cj ? fmaf(dy, cs, p * sn) : fmaf(dy, cs, -(p * sn));
-                }
-                const float te = e ? t.y : t.x;
-                const float u = samel_tanh<1>(alpha * te), s = (1.0f - u) * (1.0f + u);
-                const float du = dy * fs.gamma[d];
-                o[e] = du * alpha * s;
-                gs[e] += dy * u;
-                bs[e] += dy;
-                asum += du * te * s;
-            }
-            *(uint32_t *)(dx + (int64_t)i * f.ldx.seq + d0) = pack2<T>(o[0], o[1]);
-        }
-        if (!f.partial) continue;
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-#pragma unroll
-            for (int o = 4; o < 32; o <<= 1) {
-                gs[e] += __shfl_xor_sync(0xffffffffu, gs[e], o);
-                bs[e] += __shfl_xor_sync(0xffffffffu, bs[e], o);
-            }
-            if (lane < 4) {
-                const int d = 8 * j + 2 * lane + e;
-                sums[1 + d] = first ? gs[e] : sums[1 + d] + gs[e];
-                sums[1 + BB_DIM + d] = first ? bs[e] : sums[1 + BB_DIM + d] + bs[e];
-            }
-        }
-    }
-    if (!f.partial) return;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) asum += __shfl_xor_sync(0xffffffffu, asum, o);
-    if (lane == 0) sums[0] = first ? asum : sums[0] + asum;
-}
-
-/* The block's share of norm nm's sums: the warps' in warp order, in double. */
-__device__ __forceinline__ void bb_fused_end(const bwd_args &a, const bb_fused_smem &fs, int nm, int b, int h,
-                                             int tile) {
-    if (!a.fused.partial) return;
-    __syncthreads();
-    double *out = a.fused.partial + (((int64_t)b * a.heads + h) * gridDim.x + tile) * (2 * BB_SUMS) + nm * BB_SUMS;
-    for (int e = threadIdx.x; e < BB_SUMS; e += DSWA_THREADS) {
-        double s = 0.0;
-#pragma unroll
-        for (int w = 0; w < DSWA_WARPS; w++) s += (double)fs.sums[w][e];
-        out[e] = s;
-    }
-}
-
-/* A norm's alpha, from device memory where the caller keeps it there. */
-__device__ __forceinline__ float bb_alpha(const bwd_fused &f, int nm) {
-    return f.alpha_at[nm] ? __ldg(f.alpha_at[nm]) : f.alpha[nm];
 }
 
 #define BB_LOG2E 1.4426950408889634f
 
 /* ---- the query kernel --------------------------------------------------------------------- */
 
-template <typename T, int FUSED> __global__ void __launch_bounds__(DSWA_THREADS, 3) dswa_bwd_band_queries(const bwd_args a) {
+template <typename T, typename G> __global__ void __launch_bounds__(DSWA_THREADS, 3) dswa_bwd_band_queries(const bwd_args a) {
     __shared__ __align__(128) T kb[BB_ROWS * BB_DIM], vb[BB_ROWS * BB_DIM];
     __shared__ __align__(128) T qt[DSWA_TILE * BB_DIM], gt[DSWA_TILE * BB_DIM];
-    __shared__ typename bb_fused_smem_of<FUSED>::type fs;
     const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31, c = lane & 3;
     const int i0 = tile * DSWA_TILE, k0 = i0 - a.wl;   /* the tile's first query, first band key */
@@ -294,13 +179,12 @@ template <typename T, int FUSED> __global__ void __launch_bounds__(DSWA_THREADS,
     const int clo = -(k0 + wrow), chi = a.n - (k0 + wrow);
     const T *q = bb_slice<const T>(a.q, a.lq, b, h), *k = bb_slice<const T>(a.k, a.lk, b, h);
     const T *v = bb_slice<const T>(a.v, a.lv, b, h), *g = bb_slice<const T>(a.dout, a.ldout, b, h);
-    T *dq = FUSED ? NULL : bb_slice<T>(a.dq, a.ldq, b, h);
+    G *dq = bb_slice<G>(a.dq, a.ldq, b, h);
     float *table = a.table + ((int64_t)b * a.heads + h) * a.n * 6;
     const float sl2 = a.scale * BB_LOG2E;
     const int span = a.wl + a.wr;
 
     bb_load(gt, g, a.ldout.seq, i0, DSWA_TILE, a.n);
-    if constexpr (FUSED) bb_fused_begin(fs, a.fused, 0);   /* read after the pair's barrier */
     float dpu[8][4];            /* dout . V_p over the band: dP_p = c_p dpu */
     float share[2] = {0.f, 0.f}; /* rows g, g + 8: sum P_1 dpu (dlambda) */
 #pragma unroll
@@ -359,8 +243,7 @@ template <typename T, int FUSED> __global__ void __launch_bounds__(DSWA_THREADS,
 
         float acc[8][4] = {};
         bb_mix(acc, s, 1.f, kb, wrow);
-        if constexpr (FUSED) bb_store_fused<T>(a, fs, bb_alpha(a.fused, 0), p == 0, b, h, p ? 3 : 0, i0 + wrow, acc);
-        else bb_store(dq + (int64_t)p * a.ldq.pair, a.ldq.seq, i0 + wrow, a.n, acc, a.scale);
+        bb_store(dq + (int64_t)p * a.ldq.pair, a.ldq.seq, i0 + wrow, a.n, acc, a.scale);
         if (c == 0)
 #pragma unroll
             for (int r = 0; r < 2; r++) {
@@ -372,7 +255,6 @@ template <typename T, int FUSED> __global__ void __launch_bounds__(DSWA_THREADS,
                 st[2] = delta[r];
             }
     }
-    if constexpr (FUSED) bb_fused_end(a, fs, 0, b, h, tile);
     if (!a.partial) return;
     /* this warp's 16 rows' share of dlambda, summed in a fixed order */
     double x = 0.0;
@@ -390,25 +272,23 @@ template <typename T, int FUSED> __global__ void __launch_bounds__(DSWA_THREADS,
 
 /* 3 blocks per SM (168 registers, a few bytes spilled): 2-3 % faster than the compiler's 174
    registers and 2 blocks (docs/PERF.md section 7). */
-template <typename T, int FUSED> __global__ void __launch_bounds__(DSWA_THREADS, 3) dswa_bwd_band_keys(const bwd_args a) {
+template <typename T, typename G> __global__ void __launch_bounds__(DSWA_THREADS, 3) dswa_bwd_band_keys(const bwd_args a) {
     __shared__ __align__(128) T qb[BB_ROWS * BB_DIM], gb[BB_ROWS * BB_DIM];
     __shared__ __align__(128) T kt[DSWA_TILE * BB_DIM], vt[DSWA_TILE * BB_DIM];
     __shared__ float st[BB_ROWS][3];
-    __shared__ typename bb_fused_smem_of<FUSED>::type fs;
     const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
     const int j0 = tile * DSWA_TILE, q0 = j0 - a.wr;   /* the tile's first key, first band query */
     const int wrow = 16 * warp;
     const int clo = -(q0 + wrow), chi = a.n - (q0 + wrow);
     const T *q = bb_slice<const T>(a.q, a.lq, b, h), *k = bb_slice<const T>(a.k, a.lk, b, h);
     const T *v = bb_slice<const T>(a.v, a.lv, b, h), *g = bb_slice<const T>(a.dout, a.ldout, b, h);
-    T *dk = FUSED ? NULL : bb_slice<T>(a.dk, a.ldk, b, h), *dv = bb_slice<T>(a.dv, a.ldv, b, h);
+    G *dk = bb_slice<G>(a.dk, a.ldk, b, h), *dv = bb_slice<G>(a.dv, a.ldv, b, h);
     /* the query kernel's table: written by the previous launch on this stream */
     const float *table = a.table + ((int64_t)b * a.heads + h) * a.n * 6;
     const float sl2 = a.scale * BB_LOG2E;
     const int span = a.wl + a.wr;
 
     bb_load(gb, g, a.ldout.seq, q0, BB_ROWS, a.n);
-    if constexpr (FUSED) bb_fused_begin(fs, a.fused, 1);   /* read after the pair's barrier */
     float dpu[8][4];              /* V_p . dout over the band */
     float gv[8][4] = {};          /* dv: pair 0's terms, then pair 1's when summed */
 #pragma unroll
@@ -455,10 +335,8 @@ template <typename T, int FUSED> __global__ void __launch_bounds__(DSWA_THREADS,
             }
         float acc[8][4] = {};
         bb_mix(acc, s, 1.f, qb, wrow);
-        if constexpr (FUSED) bb_store_fused<T>(a, fs, bb_alpha(a.fused, 1), p == 0, b, h, p ? 4 : 1, j0 + wrow, acc);
-        else bb_store(dk + (int64_t)p * a.ldk.pair, a.ldk.seq, j0 + wrow, a.n, acc, a.scale);
+        bb_store(dk + (int64_t)p * a.ldk.pair, a.ldk.seq, j0 + wrow, a.n, acc, a.scale);
     }
-    if constexpr (FUSED) bb_fused_end(a, fs, 1, b, h, tile);
 }
 
 /* ---- the pick and the launch -------------------------------------------------------------- */
@@ -476,18 +354,17 @@ bool dswa_bwd_band_ok(const bwd_args &a, dswa_dtype dtype) {
            rows_aligned(a.dk, a.ldk, true) && rows_aligned(a.dv, a.ldv, true);
 }
 
-template <typename T, int FUSED> static cudaError_t launch(const bwd_args &a, cudaStream_t s) {
+template <typename T, typename G> static cudaError_t launch(const bwd_args &a, cudaStream_t s) {
     const dim3 grid((unsigned)((a.n + DSWA_TILE - 1) / DSWA_TILE), (unsigned)a.heads, (unsigned)a.batch);
-    dswa_bwd_band_queries<T, FUSED><<<grid, DSWA_THREADS, 0, s>>>(a);
+    dswa_bwd_band_queries<T, G><<<grid, DSWA_THREADS, 0, s>>>(a);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    dswa_bwd_band_keys<T, FUSED><<<grid, DSWA_THREADS, 0, s>>>(a);
+    dswa_bwd_band_keys<T, G><<<grid, DSWA_THREADS, 0, s>>>(a);
     return cudaGetLastError();
 }
 
-/* Entries: each 16-bit type, the op's stores or the fused block's (a.fused.dx). */
+/* Entries: each 16-bit type with gradients in that type, or fp32 (a.f32_grads). */
 cudaError_t dswa_bwd_band_launch(const bwd_args &a, dswa_dtype dtype, cudaStream_t s) {
-    const bool fused = a.fused.dx != NULL;
-    if (dtype == DSWA_F16) return fused ? launch<__half, 1>(a, s) : launch<__half, 0>(a, s);
-    return fused ? launch<__nv_bfloat16, 1>(a, s) : launch<__nv_bfloat16, 0>(a, s);
+    if (dtype == DSWA_F16) return a.f32_grads ? launch<__half, float>(a, s) : launch<__half, __half>(a, s);
+    return a.f32_grads ? launch<__nv_bfloat16, float>(a, s) : launch<__nv_bfloat16, __nv_bfloat16>(a, s);
 }

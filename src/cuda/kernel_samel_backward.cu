@@ -1,40 +1,32 @@
 /* The CUDA backward of the fused SAME-L block: dqkv (all five chunks) and the norms' alpha,
  * gamma and beta gradients from dout (the math is in include/dswa.h, the plan in
  * docs/BACKWARD.md). The CPU backward's three steps (src/cpu/samel_backward.c), each a pass
- * over scratch carved from the caller's workspace, then the norms' reduction, all on the
+ * over fp32 scratch carved from the caller's workspace, then the norms' reduction, all on the
  * caller's stream:
  *  1. dswa_samel_bwd_prologue: the forward's DyT + RoPE of q, k, q_diff and k_diff recomputed
  *     with the forward's device functions (cuda/samel.cuh) and roundings (16-bit: DyT's result
- *     rounded to the dtype, RoPE in fp32, rounded again): r_q, r_k.
- *  2. The op's backward on r_q, r_k and V: pairs (q, q_diff) and (k, k_diff), V shared by both
- *     with dv.pair == 0 (the summed dV: chunk 2's gradient), its own table workspace a piece of
- *     ours.
- *  3. RoPE transposed (the rotation by -theta) and DyT's derivative, written into dqkv in its
- *     dtype; each block's share of the norms' sums (a fixed order) into the workspace.
+ *     rounded to the dtype, RoPE in fp32, rounded again), widened to fp32 r_q, r_k; V and dout
+ *     widened to fp32 too, so every later step reads dense fp32 rows.
+ *  2. The op's CUDA backward (kernel_backward.cu, dswa_cuda_backward_launch) on that scratch in
+ *     fp32: pairs (q, q_diff) and (k, k_diff), V shared by both with dv.pair == 0 (the summed
+ *     dV: chunk 2's gradient), its own table workspace a piece of ours. A 16-bit problem's
+ *     gradients are therefore rounded once, when dqkv is stored.
+ *  3. dswa_samel_bwd_epilogue: per row, RoPE transposed (the rotation by -theta) and DyT's
+ *     derivative, written into dqkv in its dtype; each block's share of the norms' sums
+ *     (double, a fixed order) into the workspace.
  *  4. dswa_samel_bwd_reduce (only with g): one block per norm-gradient element sums the
  *     blocks' shares in a fixed order and writes g's float.
- * Two ways through them:
- *  - 16-bit problems the op's tensor-core backward takes (kernel_backward_band.cu; SAME-L's):
- *    r in the dtype (exact: the forward rounds it so), V and dout read in place, and step 3
- *    done by the tensor-core kernels at their stores (bwd_fused), from dr in registers: no fp32
- *    gradient ever reaches memory, and dV goes straight to chunk 2.
- *  - Every other problem: fp32 scratch (r, V and dout widened), the op's general fp32 kernels
- *    (kernel_backward.cu), and step 3 as dswa_samel_bwd_epilogue, a pass over their fp32
- *    gradients, so that a gradient is rounded once, when dqkv is stored.
  *
- * Why it is shaped so: correct for every layout the CPU backward takes (int64 strides, head_dim
- * up to 64, any rot_dims), deterministic (no atomics, every sum in an order fixed by the
- * problem), and on SAME-L's path the traffic of the unfused version cut to the prologue's pass
- * and the op's own. Kernels 1 and 3: blocks of DSWA_SAMEL_BWD_ROWS rows of one (batch, head)
- * (64: fewer blocks' shares of the norms' sums to write and reduce; the tensor-core stores
- * give one share per 64-row tile too), one warp per row at a time, a lane owning dims lane and
- * lane + 32, a row's loads issued together (the kernels are bound by memory latency). The
- * workspace holds the fp32 scratch of the general way (44 bytes per element of one chunk:
- * 310 MB at SAME-L's shape) whichever way runs: its size cannot depend on the pointers that
- * pick the way. tanh is tanhf (fp32-accurate, as the forward's scalar kernel and its
- * fp32-math band kernel compute it): the derivative needs u to fp32 accuracy, and r must be
- * the function whose gradient this is. Nothing here allocates or synchronizes: a call is
- * capturable in a CUDA graph.
+ * Why it is shaped so: this is the straightforward version, correct for every layout the CPU
+ * backward takes (int64 strides, head_dim up to 64, any rot_dims), deterministic (no atomics,
+ * every sum in an order fixed by the problem) and reusing the op backward unchanged. Kernels 1
+ * and 3 run the op backward's geometry: blocks of DSWA_BWD_ROWS rows of one (batch, head), one
+ * warp per row at a time, a lane owning dims lane and lane + 32. The scratch costs 44 bytes per
+ * element of one chunk (the workspace is 310 MB at SAME-L's shape); a fused version would
+ * keep r in registers and shared memory instead. tanh is tanhf (fp32-accurate, as the
+ * forward's scalar kernel and its fp32-math band kernel compute it): the derivative needs u to
+ * fp32 accuracy, and r must be the function whose gradient this is. Nothing here allocates or
+ * synchronizes: a call is capturable in a CUDA graph.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -63,7 +55,7 @@ struct sbwd_args {
     float base;
 };
 
-#define ROWS_PER_WARP (DSWA_SAMEL_BWD_ROWS / DSWA_WARPS)
+#define ROWS_PER_WARP (DSWA_BWD_ROWS / DSWA_WARPS)
 
 /* Norm nm's alpha (0 q_norm, 1 k_norm), from device memory where the caller keeps it there. */
 __device__ __forceinline__ float sbwd_alpha(const sbwd_args &a, int nm) {
@@ -131,21 +123,6 @@ __device__ __forceinline__ void lane_angles(const lane_norms &l, int lane, int r
     }
 }
 
-/* The lane's elements of a packed row's q, k, q_diff, k_diff (chunk_of's order); 0 past D. */
-template <typename T>
-__device__ __forceinline__ void lane_chunks(const sbwd_args &a, const T *xr, int lane, float (&xv)[4][2]) {
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        const int d = lane + 32 * k;
-#pragma unroll
-        for (int t = 0; t < 4; t++) {
-            int ch, nm, pr;
-            chunk_of(t, &ch, &nm, &pr);
-            xv[t][k] = d < a.dim ? dswa_to_f32(xr[(int64_t)ch * a.x.chunk + d * a.x.dim]) : 0.f;
-        }
-    }
-}
-
 /* ---- 1: the prologue ---------------------------------------------------------------------- */
 
 /* Per row, every load first (four chunks, V and dout: in flight together), then DyT and RoPE
@@ -153,7 +130,7 @@ __device__ __forceinline__ void lane_chunks(const sbwd_args &a, const T *xr, int
    that r is the forward's r. */
 template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_prologue(const sbwd_args a) {
     const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
-    const int lane = threadIdx.x & 31, i0 = tile * DSWA_SAMEL_BWD_ROWS + warp * ROWS_PER_WARP;
+    const int lane = threadIdx.x & 31, i0 = tile * DSWA_BWD_ROWS + warp * ROWS_PER_WARP;
     const int c = a.rot_dims / 2;
     const lane_norms l = lane_norms_of(a, lane);
     const T *__restrict__ x = (const T *)a.qkv, *__restrict__ dout = (const T *)a.dout;
@@ -165,10 +142,15 @@ template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS
         for (int k = 0; k < 2; k++) {
             const int d = lane + 32 * k;
             const bool in = d < a.dim;
-            vv[k] = in && a.v ? dswa_to_f32(xr[2 * a.x.chunk + d * a.x.dim]) : 0.f;
-            gv[k] = in && a.v ? dswa_to_f32(gr[d * a.ldout.dim]) : 0.f;
+#pragma unroll
+            for (int t = 0; t < 4; t++) {
+                int ch, nm, pr;
+                chunk_of(t, &ch, &nm, &pr);
+                xv[t][k] = in ? dswa_to_f32(xr[(int64_t)ch * a.x.chunk + d * a.x.dim]) : 0.f;
+            }
+            vv[k] = in ? dswa_to_f32(xr[2 * a.x.chunk + d * a.x.dim]) : 0.f;
+            gv[k] = in ? dswa_to_f32(gr[d * a.ldout.dim]) : 0.f;
         }
-        lane_chunks(a, xr, lane, xv);
         float cs[2], sn[2];
         lane_angles(l, lane, a.rot_dims, (float)((int64_t)a.pos_offset + i), cs, sn);
 #pragma unroll
@@ -193,7 +175,7 @@ template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS
 #pragma unroll
         for (int k = 0; k < 2; k++) {
             const int d = lane + 32 * k;
-            if (a.v && d < a.dim) {
+            if (d < a.dim) {
                 ((S *)a.v)[o + d] = dswa_from_f32<S>(vv[k]);
                 ((S *)a.go)[o + d] = dswa_from_f32<S>(gv[k]);
             }
@@ -203,14 +185,14 @@ template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS
 
 /* ---- 3: the epilogue ---------------------------------------------------------------------- */
 
-/* Per block of DSWA_SAMEL_BWD_ROWS rows of one (batch, head): each lane adds its dims' terms over its
+/* Per block of DSWA_BWD_ROWS rows of one (batch, head): each lane adds its dims' terms over its
    warp's rows in order (row, chunk), in double; then dalpha is summed over the lanes (a
    butterfly: the same order every run), and the block's share of every sum is the warps' in
    warp order. Entry layout per norm: dalpha, dgamma[D], dbeta[D]. Per row, every load first,
    as in the prologue; dr's partner by shuffle. */
 template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_epilogue(const sbwd_args a) {
     const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
-    const int lane = threadIdx.x & 31, i0 = tile * DSWA_SAMEL_BWD_ROWS + warp * ROWS_PER_WARP;
+    const int lane = threadIdx.x & 31, i0 = tile * DSWA_BWD_ROWS + warp * ROWS_PER_WARP;
     const int c = a.rot_dims / 2;
     const lane_norms l = lane_norms_of(a, lane);
     double da[2] = {0.0, 0.0}, dg[2][2] = {{0.0, 0.0}, {0.0, 0.0}}, db[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
@@ -221,7 +203,6 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
         T *dxr = dx + (int64_t)b * a.dx.batch + (int64_t)i * a.dx.seq + (int64_t)h * a.dx.head;
         const int64_t o = one_row(a, b, i, h);
         float dr[4][2], xv[4][2], dvv[2];
-        lane_chunks(a, xr, lane, xv);
 #pragma unroll
         for (int k = 0; k < 2; k++) {
             const int d = lane + 32 * k;
@@ -231,6 +212,7 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
                 int ch, nm, pr;
                 chunk_of(t, &ch, &nm, &pr);
                 dr[t][k] = in ? (nm ? a.drk : a.drq)[pair_row(a, b, i, pr, h) + d] : 0.f;
+                xv[t][k] = in ? dswa_to_f32(xr[(int64_t)ch * a.x.chunk + d * a.x.dim]) : 0.f;
             }
             dvv[k] = in ? a.dv[o + d] : 0.f;
         }
@@ -399,56 +381,29 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
     a.x = p->qkv; a.dx = bp->dqkv; a.ldout = bp->dout;
     a.n = p->seq_len; a.heads = p->heads; a.dim = p->head_dim;
     a.rot_dims = p->rot_dims; a.pos_offset = p->pos_offset; a.base = p->rope_base;
-    a.tiles = (p->seq_len + DSWA_SAMEL_BWD_ROWS - 1) / DSWA_SAMEL_BWD_ROWS;
+    a.tiles = (p->seq_len + DSWA_BWD_ROWS - 1) / DSWA_BWD_ROWS;
 
-    /* The op on the scratch, dense, as the CPU backward hands it to the op: fp32. Or, where the
-       op's tensor-core backward takes it and RoPE's partners fall in one thread (rot_dims a
-       multiple of 16), 16-bit r_q and r_k, V (chunk 2) and dout read where they are, and the
-       epilogue done at the op's stores (bwd_fused): dq and dk go to the packed gradient's
-       chunks 0, 3 and 1, 4 through RoPE and DyT transposed, dv to chunk 2. */
+    /* The op on the scratch, dense, as the CPU backward hands it to the op: fp32, or where the
+       op's tensor-core backward takes it, 16-bit inputs with fp32 gradients */
     const dswa_backward_problem ob = dswa_samel_scratch_backward_problem(p);
     dswa_backward_problem ob16 = ob;
     ob16.fwd.dtype = p->dtype;
-    ob16.fwd.v = dswa_samel_op_problem(p).v;
-    ob16.dout = bp->dout;
-    const dswa_samel_layout *gx = &bp->dqkv;
-    const dswa_layout gqk = {gx->batch, gx->seq, 3 * gx->chunk, gx->head, gx->dim};
-    const dswa_layout gv = {gx->batch, gx->seq, 0, gx->head, gx->dim};
-    ob16.dq = ob16.dk = gqk;
-    ob16.dv = gv;
-    const void *v16 = (const char *)qkv + 2 * p->qkv.chunk * (int64_t)es;
-    char *const dx = (char *)dqkv;
-    void *const dv16 = dx + 2 * gx->chunk * (int64_t)es;
-    /* the fused stores read the packed input's q, k, q_diff, k_diff rows in pairs of elements */
-    const bool band = e->prologue16 && p->rot_dims % 16 == 0 && (uintptr_t)qkv % 16 == 0 &&
-                      p->qkv.chunk % 8 == 0 &&
-                      dswa_cuda_backward_band_takes(&ob16, a.rq, a.rk, v16, dout, dx, dx + gx->chunk * (int64_t)es, dv16);
-    if (band) a.v = a.go = NULL;   /* the prologue copies neither */
+    const bool band = e->prologue16 && dswa_cuda_backward_band_takes(&ob16, a.rq, a.rk, a.v, a.go,
+                                                                       a.drq, a.drk, a.dv);
 
     const dim3 grid((unsigned)a.tiles, (unsigned)p->heads, (unsigned)p->batch);
     void *args[1] = {&a};
     dswa_status st;
     if ((st = launched("launch of the SAME-L backward's prologue",
                        cudaLaunchKernel(band ? e->prologue16 : e->prologue, grid, dim3(DSWA_THREADS),
-                                        args, 0, s))))
+                                        args, 0, s))) ||
+        (st = band ? dswa_cuda_backward_f32_grads(&ob16, a.rq, a.rk, a.v, a.go, (float *)a.drq,
+                                                  (float *)a.drk, (float *)a.dv, ws + w.op, s)
+                   : dswa_cuda_backward_launch(&ob, a.rq, a.rk, a.v, a.go, (void *)a.drq,
+                                               (void *)a.drk, (void *)a.dv, NULL, ws + w.op, stream)) ||
+        (st = launched("launch of the SAME-L backward's epilogue",
+                       cudaLaunchKernel(e->epilogue, grid, dim3(DSWA_THREADS), args, 0, s))))
         return st;
-    if (band) {
-        static_assert(DSWA_SAMEL_BWD_ROWS == DSWA_TILE, "the fused stores' sums: one share per 64 rows");
-        bwd_fused f;
-        f.x = qkv; f.dx = dqkv; f.lx = p->qkv; f.ldx = *gx;
-        for (int t = 0; t < 2; t++) {
-            f.gamma[t] = a.gamma[t]; f.alpha[t] = a.alpha[t]; f.alpha_at[t] = a.alpha_at[t];
-        }
-        f.partial = a.partial;
-        f.rot_dims = p->rot_dims; f.pos_offset = p->pos_offset; f.base = p->rope_base;
-        if ((st = dswa_cuda_backward_fused(&ob16, a.rq, a.rk, v16, dout, dv16, &f, ws + w.op, s)))
-            return st;
-    } else if ((st = dswa_cuda_backward_launch(&ob, a.rq, a.rk, a.v, a.go, (void *)a.drq, (void *)a.drk,
-                                               (void *)a.dv, NULL, ws + w.op, stream)) ||
-               (st = launched("launch of the SAME-L backward's epilogue",
-                              cudaLaunchKernel(e->epilogue, grid, dim3(DSWA_THREADS), args, 0, s)))) {
-        return st;
-    }
     if (!g) return DSWA_OK;
     const double *partial = a.partial;
     int64_t blocks = (int64_t)w.blocks;
