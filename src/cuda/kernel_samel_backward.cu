@@ -5,13 +5,11 @@
  * caller's stream:
  *  1. dswa_samel_bwd_prologue: the forward's DyT + RoPE of q, k, q_diff and k_diff recomputed
  *     with the forward's device functions (cuda/samel.cuh) and roundings (16-bit: DyT's result
- *     rounded to the dtype, RoPE in fp32, rounded again) into r_q, r_k, with V and dout: in the
- *     dtype where the op's tensor-core backward takes the problem (exact: r is already rounded
- *     to it), else widened to fp32, so every later step reads dense rows.
- *  2. The op's CUDA backward on that scratch: the tensor-core kernels with fp32 gradients
- *     (dswa_cuda_backward_f32_grads), else the general fp32 kernels (dswa_cuda_backward_launch);
- *     pairs (q, q_diff) and (k, k_diff), V shared by both with dv.pair == 0 (the summed dV:
- *     chunk 2's gradient), its own table workspace a piece of ours. A 16-bit problem's
+ *     rounded to the dtype, RoPE in fp32, rounded again), widened to fp32 r_q, r_k; V and dout
+ *     widened to fp32 too, so every later step reads dense fp32 rows.
+ *  2. The op's CUDA backward (kernel_backward.cu, dswa_cuda_backward_launch) on that scratch in
+ *     fp32: pairs (q, q_diff) and (k, k_diff), V shared by both with dv.pair == 0 (the summed
+ *     dV: chunk 2's gradient), its own table workspace a piece of ours. A 16-bit problem's
  *     gradients are therefore rounded once, when dqkv is stored.
  *  3. dswa_samel_bwd_epilogue: per row, RoPE transposed (the rotation by -theta) and DyT's
  *     derivative, written into dqkv in its dtype; each block's share of the norms' sums
@@ -19,16 +17,16 @@
  *  4. dswa_samel_bwd_reduce (only with g): one block per norm-gradient element sums the
  *     blocks' shares in a fixed order and writes g's float.
  *
- * Why it is shaped so: correct for every layout the CPU backward takes (int64 strides, head_dim
- * up to 64, any rot_dims), deterministic (no atomics, every sum in an order fixed by the
- * problem) and reusing the op backward unchanged. Kernels 1 and 3: blocks of
- * DSWA_SAMEL_BWD_ROWS rows of one (batch, head), a warp's rows LOAD_ROWS at a time (their loads
- * in flight together), a lane owning dims lane and lane + 32. Doing step 3 at the tensor-core
- * kernels' stores instead (dr in registers, no fp32 scratch) measured 1.8x slower: that math
- * runs at those kernels' 12 warps per SM, latency-bound (docs/PERF.md section 7). tanh is tanhf
- * (fp32-accurate, as the forward's scalar kernel and its fp32-math band kernel compute it): the
- * derivative needs u to fp32 accuracy, and r must be the function whose gradient this is.
- * Nothing here allocates or synchronizes: a call is capturable in a CUDA graph.
+ * Why it is shaped so: this is the straightforward version, correct for every layout the CPU
+ * backward takes (int64 strides, head_dim up to 64, any rot_dims), deterministic (no atomics,
+ * every sum in an order fixed by the problem) and reusing the op backward unchanged. Kernels 1
+ * and 3 run the op backward's geometry: blocks of DSWA_BWD_ROWS rows of one (batch, head), one
+ * warp per row at a time, a lane owning dims lane and lane + 32. The scratch costs 44 bytes per
+ * element of one chunk (the workspace is 310 MB at SAME-L's shape); a fused version would
+ * keep r in registers and shared memory instead. tanh is tanhf (fp32-accurate, as the
+ * forward's scalar kernel and its fp32-math band kernel compute it): the derivative needs u to
+ * fp32 accuracy, and r must be the function whose gradient this is. Nothing here allocates or
+ * synchronizes: a call is capturable in a CUDA graph.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -57,10 +55,7 @@ struct sbwd_args {
     float base;
 };
 
-#define ROWS_PER_WARP (DSWA_SAMEL_BWD_ROWS / DSWA_WARPS)
-/* Rows whose loads a warp issues together: one row's leave too few in flight to fill the
-   memory system. */
-#define LOAD_ROWS 4
+#define ROWS_PER_WARP (DSWA_BWD_ROWS / DSWA_WARPS)
 
 /* Norm nm's alpha (0 q_norm, 1 k_norm), from device memory where the caller keeps it there. */
 __device__ __forceinline__ float sbwd_alpha(const sbwd_args &a, int nm) {
@@ -128,85 +123,61 @@ __device__ __forceinline__ void lane_angles(const lane_norms &l, int lane, int r
     }
 }
 
-/* The lane's dims of row i's four chunks q, k, q_diff, k_diff (row pointer xr; 0 past D). */
-template <typename T>
-__device__ __forceinline__ void lane_chunks(const sbwd_args &a, const T *__restrict__ xr, int lane, float (&xv)[4][2]) {
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        const int d = lane + 32 * k;
-#pragma unroll
-        for (int t = 0; t < 4; t++) {
-            int ch, nm, pr;
-            chunk_of(t, &ch, &nm, &pr);
-            xv[t][k] = d < a.dim ? dswa_to_f32(xr[(int64_t)ch * a.x.chunk + d * a.x.dim]) : 0.f;
-        }
-    }
-}
-
-/* The packed input's row i of (b, h). */
-template <typename T> __device__ __forceinline__ const T *x_row(const sbwd_args &a, int b, int i, int h) {
-    return (const T *)a.qkv + (int64_t)b * a.x.batch + (int64_t)i * a.x.seq + (int64_t)h * a.x.head;
-}
-
 /* ---- 1: the prologue ---------------------------------------------------------------------- */
 
-/* The warp's rows LOAD_ROWS at a time: their loads first (four chunks, V and dout of each, in
-   flight together), then per row DyT and RoPE with the forward's functions and roundings (samel_element's, the
-   partner's y by shuffle), so that r is the forward's r. A row past N loads row N - 1 and
-   stores nothing. */
+/* Per row, every load first (four chunks, V and dout: in flight together), then DyT and RoPE
+   with the forward's functions and roundings (samel_element's, the partner's y by shuffle), so
+   that r is the forward's r. */
 template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_prologue(const sbwd_args a) {
     const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
-    const int lane = threadIdx.x & 31, i0 = tile * DSWA_SAMEL_BWD_ROWS + warp * ROWS_PER_WARP;
+    const int lane = threadIdx.x & 31, i0 = tile * DSWA_BWD_ROWS + warp * ROWS_PER_WARP;
     const int c = a.rot_dims / 2;
     const lane_norms l = lane_norms_of(a, lane);
-    const T *__restrict__ dout = (const T *)a.dout;
-    for (int g0 = i0; g0 < i0 + ROWS_PER_WARP && g0 < a.n; g0 += LOAD_ROWS) {
-        float xv[LOAD_ROWS][4][2], vv[LOAD_ROWS][2], gv[LOAD_ROWS][2];
+    const T *__restrict__ x = (const T *)a.qkv, *__restrict__ dout = (const T *)a.dout;
+    for (int i = i0; i < i0 + ROWS_PER_WARP && i < a.n; i++) {
+        const T *xr = x + (int64_t)b * a.x.batch + (int64_t)i * a.x.seq + (int64_t)h * a.x.head;
+        const T *gr = dout + (int64_t)b * a.ldout.batch + (int64_t)i * a.ldout.seq + (int64_t)h * a.ldout.head;
+        float xv[4][2], vv[2], gv[2];
 #pragma unroll
-        for (int r = 0; r < LOAD_ROWS; r++) {
-            const int i = min(g0 + r, a.n - 1);
-            const T *xr = x_row<T>(a, b, i, h);
-            const T *gr = dout + (int64_t)b * a.ldout.batch + (int64_t)i * a.ldout.seq + (int64_t)h * a.ldout.head;
-            lane_chunks<T>(a, xr, lane, xv[r]);
-#pragma unroll
-            for (int k = 0; k < 2; k++) {
-                const int d = lane + 32 * k;
-                vv[r][k] = d < a.dim ? dswa_to_f32(xr[2 * a.x.chunk + d * a.x.dim]) : 0.f;
-                gv[r][k] = d < a.dim ? dswa_to_f32(gr[d * a.ldout.dim]) : 0.f;
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < LOAD_ROWS; r++) {
-            const int i = g0 + r;
-            if (i >= a.n) break;
-            float cs[2], sn[2];
-            lane_angles(l, lane, a.rot_dims, (float)((int64_t)a.pos_offset + i), cs, sn);
+        for (int k = 0; k < 2; k++) {
+            const int d = lane + 32 * k;
+            const bool in = d < a.dim;
 #pragma unroll
             for (int t = 0; t < 4; t++) {
                 int ch, nm, pr;
                 chunk_of(t, &ch, &nm, &pr);
-                float y[2];
-#pragma unroll
-                for (int k = 0; k < 2; k++)
-                    y[k] = samel_round<T>(samel_dyt<1>(xv[r][t][k], l.alpha[nm], l.gamma[nm][k], l.beta[nm][k]));
-                S *dst = (S *)(nm ? a.rk : a.rq) + pair_row(a, b, i, pr, h);
-#pragma unroll
-                for (int k = 0; k < 2; k++) {
-                    const int d = lane + 32 * k;
-                    float x = y[k], w = lane_partner(y, l.e[k]);
-                    if (d < c) samel_rotate(&x, &w, cs[k], sn[k]);
-                    else if (d < 2 * c) samel_rotate(&w, &x, cs[k], sn[k]);
-                    if (d < a.dim) dst[d] = dswa_from_f32<S>(d < 2 * c ? samel_round<T>(x) : x);
-                }
+                xv[t][k] = in ? dswa_to_f32(xr[(int64_t)ch * a.x.chunk + d * a.x.dim]) : 0.f;
             }
-            const int64_t o = one_row(a, b, i, h);
+            vv[k] = in ? dswa_to_f32(xr[2 * a.x.chunk + d * a.x.dim]) : 0.f;
+            gv[k] = in ? dswa_to_f32(gr[d * a.ldout.dim]) : 0.f;
+        }
+        float cs[2], sn[2];
+        lane_angles(l, lane, a.rot_dims, (float)((int64_t)a.pos_offset + i), cs, sn);
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            int ch, nm, pr;
+            chunk_of(t, &ch, &nm, &pr);
+            float y[2];
+#pragma unroll
+            for (int k = 0; k < 2; k++)
+                y[k] = samel_round<T>(samel_dyt<1>(xv[t][k], l.alpha[nm], l.gamma[nm][k], l.beta[nm][k]));
+            S *dst = (S *)(nm ? a.rk : a.rq) + pair_row(a, b, i, pr, h);
 #pragma unroll
             for (int k = 0; k < 2; k++) {
                 const int d = lane + 32 * k;
-                if (d < a.dim) {
-                    ((S *)a.v)[o + d] = dswa_from_f32<S>(vv[r][k]);
-                    ((S *)a.go)[o + d] = dswa_from_f32<S>(gv[r][k]);
-                }
+                float r = y[k], w = lane_partner(y, l.e[k]);
+                if (d < c) samel_rotate(&r, &w, cs[k], sn[k]);
+                else if (d < 2 * c) samel_rotate(&w, &r, cs[k], sn[k]);
+                if (d < a.dim) dst[d] = dswa_from_f32<S>(d < 2 * c ? samel_round<T>(r) : r);
+            }
+        }
+        const int64_t o = one_row(a, b, i, h);
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            const int d = lane + 32 * k;
+            if (d < a.dim) {
+                ((S *)a.v)[o + d] = dswa_from_f32<S>(vv[k]);
+                ((S *)a.go)[o + d] = dswa_from_f32<S>(gv[k]);
             }
         }
     }
@@ -214,72 +185,65 @@ template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS
 
 /* ---- 3: the epilogue ---------------------------------------------------------------------- */
 
-/* Per block of DSWA_SAMEL_BWD_ROWS rows of one (batch, head): each lane adds its dims' terms over its
+/* Per block of DSWA_BWD_ROWS rows of one (batch, head): each lane adds its dims' terms over its
    warp's rows in order (row, chunk), in double; then dalpha is summed over the lanes (a
    butterfly: the same order every run), and the block's share of every sum is the warps' in
-   warp order. Entry layout per norm: dalpha, dgamma[D], dbeta[D]. Loads LOAD_ROWS rows at a
-   time, as the prologue; dr's partner by shuffle. */
+   warp order. Entry layout per norm: dalpha, dgamma[D], dbeta[D]. Per row, every load first,
+   as in the prologue; dr's partner by shuffle. */
 template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_epilogue(const sbwd_args a) {
     const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
-    const int lane = threadIdx.x & 31, i0 = tile * DSWA_SAMEL_BWD_ROWS + warp * ROWS_PER_WARP;
+    const int lane = threadIdx.x & 31, i0 = tile * DSWA_BWD_ROWS + warp * ROWS_PER_WARP;
     const int c = a.rot_dims / 2;
     const lane_norms l = lane_norms_of(a, lane);
     double da[2] = {0.0, 0.0}, dg[2][2] = {{0.0, 0.0}, {0.0, 0.0}}, db[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
+    const T *__restrict__ x = (const T *)a.qkv;
     T *__restrict__ dx = (T *)a.dqkv;
-    for (int g0 = i0; g0 < i0 + ROWS_PER_WARP && g0 < a.n; g0 += LOAD_ROWS) {
-        float dr[LOAD_ROWS][4][2], xv[LOAD_ROWS][4][2], dvv[LOAD_ROWS][2];
+    for (int i = i0; i < i0 + ROWS_PER_WARP && i < a.n; i++) {
+        const T *xr = x + (int64_t)b * a.x.batch + (int64_t)i * a.x.seq + (int64_t)h * a.x.head;
+        T *dxr = dx + (int64_t)b * a.dx.batch + (int64_t)i * a.dx.seq + (int64_t)h * a.dx.head;
+        const int64_t o = one_row(a, b, i, h);
+        float dr[4][2], xv[4][2], dvv[2];
 #pragma unroll
-        for (int r = 0; r < LOAD_ROWS; r++) {
-            const int i = min(g0 + r, a.n - 1);
-            const int64_t o = one_row(a, b, i, h);
-            lane_chunks<T>(a, x_row<T>(a, b, i, h), lane, xv[r]);
-#pragma unroll
-            for (int k = 0; k < 2; k++) {
-                const int d = lane + 32 * k;
-                const bool in = d < a.dim;
-#pragma unroll
-                for (int t = 0; t < 4; t++) {
-                    int ch, nm, pr;
-                    chunk_of(t, &ch, &nm, &pr);
-                    dr[r][t][k] = in ? (nm ? a.drk : a.drq)[pair_row(a, b, i, pr, h) + d] : 0.f;
-                }
-                dvv[r][k] = in ? a.dv[o + d] : 0.f;
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < LOAD_ROWS; r++) {
-            const int i = g0 + r;
-            if (i >= a.n) break;
-            T *dxr = dx + (int64_t)b * a.dx.batch + (int64_t)i * a.dx.seq + (int64_t)h * a.dx.head;
-            float cs[2], sn[2];
-            lane_angles(l, lane, a.rot_dims, (float)((int64_t)a.pos_offset + i), cs, sn);
-#pragma unroll
-            for (int k = 0; k < 2; k++) {   /* chunk 2: the summed dV as it is */
-                const int d = lane + 32 * k;
-                if (d < a.dim) dxr[2 * a.dx.chunk + d * a.dx.dim] = dswa_from_f32<T>(dvv[r][k]);
-            }
+        for (int k = 0; k < 2; k++) {
+            const int d = lane + 32 * k;
+            const bool in = d < a.dim;
 #pragma unroll
             for (int t = 0; t < 4; t++) {
                 int ch, nm, pr;
                 chunk_of(t, &ch, &nm, &pr);
-                const float alpha = l.alpha[nm];
+                dr[t][k] = in ? (nm ? a.drk : a.drq)[pair_row(a, b, i, pr, h) + d] : 0.f;
+                xv[t][k] = in ? dswa_to_f32(xr[(int64_t)ch * a.x.chunk + d * a.x.dim]) : 0.f;
+            }
+            dvv[k] = in ? a.dv[o + d] : 0.f;
+        }
+        float cs[2], sn[2];
+        lane_angles(l, lane, a.rot_dims, (float)((int64_t)a.pos_offset + i), cs, sn);
 #pragma unroll
-                for (int k = 0; k < 2; k++) {
-                    const int d = lane + 32 * k;
-                    /* the rotation by -theta: dy_j = dr_j cos + dr_j+c sin, dy_j+c = dr_j+c cos - dr_j sin */
-                    const float p = lane_partner(dr[r][t], l.e[k]);
-                    const float dy = d < c       ? fmaf(dr[r][t][k], cs[k], p * sn[k])
-                                     : d < 2 * c ? fmaf(dr[r][t][k], cs[k], -(p * sn[k]))
-                                                 : dr[r][t][k];
-                    if (d >= a.dim) continue;
-                    /* u as the forward computes it; 1 - u^2 factored, exact near u = 1 */
-                    const float u = samel_tanh<1>(alpha * xv[r][t][k]), s = (1.0f - u) * (1.0f + u);
-                    const float du = dy * l.gamma[nm][k];
-                    dxr[(int64_t)ch * a.dx.chunk + d * a.dx.dim] = dswa_from_f32<T>(du * alpha * s);
-                    da[nm] += (double)du * (double)xv[r][t][k] * (double)s;
-                    dg[nm][k] += (double)dy * (double)u;
-                    db[nm][k] += (double)dy;
-                }
+        for (int k = 0; k < 2; k++) {   /* chunk 2: the summed dV as it is */
+            const int d = lane + 32 * k;
+            if (d < a.dim) dxr[2 * a.dx.chunk + d * a.dx.dim] = dswa_from_f32<T>(dvv[k]);
+        }
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            int ch, nm, pr;
+            chunk_of(t, &ch, &nm, &pr);
+            const float alpha = l.alpha[nm];
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                const int d = lane + 32 * k;
+                /* the rotation by -theta: dy_j = dr_j cos + dr_j+c sin, dy_j+c = dr_j+c cos - dr_j sin */
+                const float p = lane_partner(dr[t], l.e[k]);
+                const float dy = d < c       ? fmaf(dr[t][k], cs[k], p * sn[k])
+                                 : d < 2 * c ? fmaf(dr[t][k], cs[k], -(p * sn[k]))
+                                             : dr[t][k];
+                if (d >= a.dim) continue;
+                /* u as the forward computes it; 1 - u^2 factored, exact near u = 1 */
+                const float u = samel_tanh<1>(alpha * xv[t][k]), s = (1.0f - u) * (1.0f + u);
+                const float du = dy * l.gamma[nm][k];
+                dxr[(int64_t)ch * a.dx.chunk + d * a.dx.dim] = dswa_from_f32<T>(du * alpha * s);
+                da[nm] += (double)du * (double)xv[t][k] * (double)s;
+                dg[nm][k] += (double)dy * (double)u;
+                db[nm][k] += (double)dy;
             }
         }
     }
@@ -417,7 +381,7 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
     a.x = p->qkv; a.dx = bp->dqkv; a.ldout = bp->dout;
     a.n = p->seq_len; a.heads = p->heads; a.dim = p->head_dim;
     a.rot_dims = p->rot_dims; a.pos_offset = p->pos_offset; a.base = p->rope_base;
-    a.tiles = (p->seq_len + DSWA_SAMEL_BWD_ROWS - 1) / DSWA_SAMEL_BWD_ROWS;
+    a.tiles = (p->seq_len + DSWA_BWD_ROWS - 1) / DSWA_BWD_ROWS;
 
     /* The op on the scratch, dense, as the CPU backward hands it to the op: fp32, or where the
        op's tensor-core backward takes it, 16-bit inputs with fp32 gradients */

@@ -107,8 +107,7 @@ size_t dswa_bwd_workspace_layout(int32_t batch, int32_t seq_len, int32_t heads,
    (M each, [b][n][h][d]), the op backward's gradients dr_q, dr_k (2M each) and summed dV (M),
    the op backward's own workspace (dswa_bwd_workspace_layout's bytes), and the epilogue's
    per-block partial sums of the norms' gradients: DSWA_SAMEL_BWD_PARTS doubles for each
-   block of (DSWA_SAMEL_BWD_ROWS positions, head, batch): the prologue's and epilogue's grid. */
-#define DSWA_SAMEL_BWD_ROWS 64
+   block of (DSWA_BWD_ROWS positions, head, batch). */
 #define DSWA_SAMEL_BWD_PARTS(D) (2 * (1 + 2 * (size_t)(D)))   /* per norm: dalpha, dgamma, dbeta */
 typedef struct dswa_samel_bwd_ws {
     size_t rq, rk, v, dout, drq, drk, dv, op, partial;   /* offsets */
