@@ -5,11 +5,13 @@
  * caller's stream:
  *  1. dswa_samel_bwd_prologue: the forward's DyT + RoPE of q, k, q_diff and k_diff recomputed
  *     with the forward's device functions (cuda/samel.cuh) and roundings (16-bit: DyT's result
- *     rounded to the dtype, RoPE in fp32, rounded again), widened to fp32 r_q, r_k; V and dout
- *     widened to fp32 too, so every later step reads dense fp32 rows.
- *  2. The op's CUDA backward (kernel_backward.cu, dswa_cuda_backward_launch) on that scratch in
- *     fp32: pairs (q, q_diff) and (k, k_diff), V shared by both with dv.pair == 0 (the summed
- *     dV: chunk 2's gradient), its own table workspace a piece of ours. A 16-bit problem's
+ *     rounded to the dtype, RoPE in fp32, rounded again) into r_q, r_k, with V and dout: in the
+ *     dtype where the op's tensor-core backward takes the problem (exact: r is already rounded
+ *     to it), else widened to fp32, so every later step reads dense rows.
+ *  2. The op's CUDA backward on that scratch: the tensor-core kernels with fp32 gradients
+ *     (dswa_cuda_backward_f32_grads), else the general fp32 kernels (dswa_cuda_backward_launch);
+ *     pairs (q, q_diff) and (k, k_diff), V shared by both with dv.pair == 0 (the summed dV:
+ *     chunk 2's gradient), its own table workspace a piece of ours. A 16-bit problem's
  *     gradients are therefore rounded once, when dqkv is stored.
  *  3. dswa_samel_bwd_epilogue: per row, RoPE transposed (the rotation by -theta) and DyT's
  *     derivative, written into dqkv in its dtype; each block's share of the norms' sums
@@ -17,16 +19,17 @@
  *  4. dswa_samel_bwd_reduce (only with g): one block per norm-gradient element sums the
  *     blocks' shares in a fixed order and writes g's float.
  *
- * Why it is shaped so: this is the straightforward version, correct for every layout the CPU
- * backward takes (int64 strides, head_dim up to 64, any rot_dims), deterministic (no atomics,
- * every sum in an order fixed by the problem) and reusing the op backward unchanged. Kernels 1
- * and 3 run the op backward's geometry: blocks of DSWA_BWD_ROWS rows of one (batch, head), one
- * warp per row at a time, a lane owning dims lane and lane + 32. The scratch costs 44 bytes per
- * element of one chunk (the workspace is 310 MB at SAME-L's shape); a fused version would
- * keep r in registers and shared memory instead. tanh is tanhf (fp32-accurate, as the
- * forward's scalar kernel and its fp32-math band kernel compute it): the derivative needs u to
- * fp32 accuracy, and r must be the function whose gradient this is. Nothing here allocates or
- * synchronizes: a call is capturable in a CUDA graph.
+ * Why it is shaped so: correct for every layout the CPU backward takes (int64 strides, head_dim
+ * up to 64, any rot_dims), deterministic (no atomics, every sum in an order fixed by the
+ * problem) and reusing the op backward unchanged. Kernels 1 and 3 run the op backward's
+ * geometry: blocks of DSWA_BWD_ROWS rows of one (batch, head), one warp per row at a time (a
+ * row's loads in flight together), a lane owning dims lane and lane + 32. Measured and dropped
+ * (docs/PERF.md section 7): step 3 at the tensor-core kernels' stores (no fp32 scratch; 1.8x
+ * slower: the math runs at those kernels' 12 warps per SM, latency-bound), and 64-row blocks
+ * with four rows' loads in flight (11 % slower: more registers, fewer warps). tanh is tanhf
+ * (fp32-accurate, as the forward's scalar kernel and its fp32-math band kernel compute it): the
+ * derivative needs u to fp32 accuracy, and r must be the function whose gradient this is.
+ * Nothing here allocates or synchronizes: a call is capturable in a CUDA graph.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -186,16 +189,17 @@ template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS
 /* ---- 3: the epilogue ---------------------------------------------------------------------- */
 
 /* Per block of DSWA_BWD_ROWS rows of one (batch, head): each lane adds its dims' terms over its
-   warp's rows in order (row, chunk), in double; then dalpha is summed over the lanes (a
-   butterfly: the same order every run), and the block's share of every sum is the warps' in
-   warp order. Entry layout per norm: dalpha, dgamma[D], dbeta[D]. Per row, every load first,
-   as in the prologue; dr's partner by shuffle. */
+   warp's rows in order (row, chunk) in fp32 (8 terms per sum; in double, the conversions cost
+   3 % of the call), then in double: dalpha over the lanes (a butterfly: the same order every
+   run), and the block's share of every sum is the warps' in warp order. Entry layout per
+   norm: dalpha, dgamma[D], dbeta[D]. Per row, every load first, as in the prologue; dr's
+   partner by shuffle. */
 template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_epilogue(const sbwd_args a) {
     const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31, i0 = tile * DSWA_BWD_ROWS + warp * ROWS_PER_WARP;
     const int c = a.rot_dims / 2;
     const lane_norms l = lane_norms_of(a, lane);
-    double da[2] = {0.0, 0.0}, dg[2][2] = {{0.0, 0.0}, {0.0, 0.0}}, db[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
+    float da[2] = {0.f, 0.f}, dg[2][2] = {{0.f, 0.f}, {0.f, 0.f}}, db[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
     const T *__restrict__ x = (const T *)a.qkv;
     T *__restrict__ dx = (T *)a.dqkv;
     for (int i = i0; i < i0 + ROWS_PER_WARP && i < a.n; i++) {
@@ -241,9 +245,9 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
                 const float u = samel_tanh<1>(alpha * xv[t][k]), s = (1.0f - u) * (1.0f + u);
                 const float du = dy * l.gamma[nm][k];
                 dxr[(int64_t)ch * a.dx.chunk + d * a.dx.dim] = dswa_from_f32<T>(du * alpha * s);
-                da[nm] += (double)du * (double)xv[t][k] * (double)s;
-                dg[nm][k] += (double)dy * (double)u;
-                db[nm][k] += (double)dy;
+                da[nm] = fmaf(du * xv[t][k], s, da[nm]);
+                dg[nm][k] = fmaf(dy, u, dg[nm][k]);
+                db[nm][k] += dy;
             }
         }
     }
@@ -251,15 +255,15 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
     const int per = 1 + 2 * a.dim;   /* doubles per norm */
     __shared__ double part[DSWA_WARPS][2][1 + 2 * DSWA_BWD_MAX_DIM];
     for (int nm = 0; nm < 2; nm++) {
-        double s = da[nm];
+        double s = (double)da[nm];
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
         if (lane == 0) part[warp][nm][0] = s;
         for (int k = 0; k < 2; k++) {
             const int d = lane + 32 * k;
             if (d < a.dim) {
-                part[warp][nm][1 + d] = dg[nm][k];
-                part[warp][nm][1 + a.dim + d] = db[nm][k];
+                part[warp][nm][1 + d] = (double)dg[nm][k];
+                part[warp][nm][1 + a.dim + d] = (double)db[nm][k];
             }
         }
     }
