@@ -22,8 +22,10 @@ CFLAGS   ?= -O3
 override CFLAGS += -std=c11 -fPIC -fopenmp $(WARN) -Iinclude -Isrc -D_POSIX_C_SOURCE=200809L
 LDLIBS   := -fopenmp -lm
 
-# src/ holds one folder per layer: core (problem, validation, errors), cpu, cuda, aot,
-# ref (the float64 reference). src/cuda/absent.c replaces the CUDA backend without nvcc;
+# src/ holds one folder per layer, every call between them running downward: api (the public
+# entry points: validate, then dispatch) and aot (the export) on top; the backends cpu and cuda,
+# and ref (the float64 reference); core (validation, errors, dtypes, problem translation) at
+# the bottom. src/cuda/absent.c replaces the CUDA backend without nvcc;
 # src/aot/ptx_embed.c is a build-time generator, not part of the library.
 LIB_C    := $(filter-out src/cuda/absent.c src/aot/ptx_embed.c,$(wildcard src/*/*.c))
 LIB_CU   := $(wildcard src/cuda/*.cu)

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <omp.h>
 #include "core/internal.h"
+#include "cpu/backend.h"
 
 #define BLK 32   /* rows per task: amortises the halo of WL + WR rows at SAME-L's window */
 #define LANES 8  /* partial sums of a dot product; rows are padded to a multiple of this */

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <omp.h>
 #include "core/internal.h"
+#include "cpu/backend.h"
 
 /* Everything a task calls is inlined into it, so each instruction-set build of the task gets
    its own code. GCC keeps multiply-add contraction off under -std=c11; it is turned back on

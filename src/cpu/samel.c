@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <omp.h>
 #include "core/internal.h"
+#include "cpu/backend.h"
 #include "core/samel.h"
 #include "cpu/samel_cpu.h"
 

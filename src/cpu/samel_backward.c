@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <omp.h>
 #include "core/internal.h"
+#include "cpu/backend.h"
 #include "core/samel.h"
 #include "cpu/samel_cpu.h"
 

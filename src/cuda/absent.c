@@ -1,6 +1,7 @@
 /* The CUDA backend of a build without nvcc: validation still runs (src/core/api.c), then every
    call reports DSWA_ERR_NO_DEVICE. */
 #include "core/internal.h"
+#include "cuda/backend.h"
 
 int dswa_cuda_probe(void) {
     dswa_fail(DSWA_ERR_NO_DEVICE, "dswa was built without CUDA (nvcc was not found at build time)");

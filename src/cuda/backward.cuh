@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "core/internal.h"
+#include "cuda/backend.h"
 
 /* Everything the backward's kernels read; passed by value. */
 struct bwd_args {

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "core/internal.h"
+#include "cuda/backend.h"
 #include "core/samel.h"
 #include "cuda/backward.cuh"
 #include "cuda/samel.cuh"

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "cuda/backend.h"
 #include "cuda/kernels.h"
 #include "cuda/launch.h"
 

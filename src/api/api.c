@@ -1,8 +1,11 @@
-/* Public entry points: the default problems, their sizes, and dispatch. Each forward and
-   backward function runs the shared validation first, then hands a non-empty problem to its
-   backend. */
+/* Public entry points (the top layer): the default problems, their sizes, and dispatch. Each
+   forward and backward function runs the shared validation (src/core/) first, then hands a
+   non-empty problem to its backend (src/cpu/, src/cuda/). */
 #include <math.h>
+#include "api/api.h"
 #include "core/internal.h"
+#include "cpu/backend.h"
+#include "cuda/backend.h"
 #include "cuda/kernels.h"
 
 dswa_problem dswa_problem_default(int32_t batch, int32_t seq_len, int32_t heads,

@@ -1,11 +1,14 @@
-/* Public entry points of the fused SAME-L block, as core/api.c holds the op's: the default
+/* Public entry points of the fused SAME-L block, as api/api.c holds the op's: the default
    problem, its sizes, its kernel's name, and dispatch. Each forward and backward function runs
    the block's validation (core/samel_validate.c) first, then hands a non-empty problem to its
    backend. */
 #include <math.h>
 
+#include "api/api.h"
 #include "core/internal.h"
 #include "core/samel.h"
+#include "cpu/backend.h"
+#include "cuda/backend.h"
 #include "cuda/kernels.h"
 
 dswa_samel_problem dswa_samel_problem_default(int32_t batch, int32_t seq_len, int32_t heads) {
