@@ -223,9 +223,10 @@ dswa_status dswa_reference_backward(const dswa_backward_problem *p, const void *
    to the heads' output (B, N, H*D). For batch b, position i, head h:
      1. DyT qk-norm over the D dims: y = gamma * tanh(alpha * x) + beta, with q_norm's
         (alpha, gamma, beta) for q and q_diff and k_norm's for k and k_diff.
-     2. RoPE on the first rot_dims dims of y, in fp32: pos = (float)(pos_offset + i),
-        inv_freq[f] = base^(-2f / rot_dims) rounded to fp32 for f < rot_dims / 2, angle =
-        pos * inv_freq[f] rounded to fp32; with c = rot_dims / 2, dim j < c pairs with j + c
+     2. RoPE on the first rot_dims dims of y, in fp32: pos = (float)(pos_offset + i), angle =
+        pos * freq[f] rounded to fp32 for f < rot_dims / 2, with freq the model's frequencies
+        (rope_freq; by default dswa_rope_frequencies': fp32(base^(-2f / rot_dims)), upstream's
+        float32 inv_freq), as upstream builds its table; with c = rot_dims / 2, dim j < c pairs with j + c
         (non-interleaved rotate_half): y'[j] = y[j] cos - y[j+c] sin, y'[j+c] = y[j+c] cos +
         y[j] sin. Dims from rot_dims on pass through.
      3. The op above (dswa_problem's math, windows, scale, lambda) with pairs (q, q_diff) and
@@ -262,10 +263,24 @@ typedef struct dswa_samel_problem {
     dswa_samel_layout qkv;                     /* the packed input */
     dswa_layout out;                           /* [batch, seq, -, head, dim]; pair ignored */
     int32_t rot_dims;                          /* even, 0 <= rot_dims <= head_dim; 0: no RoPE */
-    float rope_base;                           /* finite, > 0 */
+    float rope_base;                           /* finite, > 0; read when rope_freq is NULL */
+    const float *rope_freq;                    /* NULL (the frequencies from rope_base), or the
+                                                  rot_dims / 2 frequencies the model holds: host
+                                                  memory for every backend (finite floats, read
+                                                  during the call; a CUDA launch takes them as
+                                                  kernel arguments, so a captured graph keeps
+                                                  them). Upstream's inv_freq buffer as it is in
+                                                  the model: a 16-bit model's, rounded, converted
+                                                  to float */
     int32_t pos_offset;                        /* >= 0; pos_offset + seq_len - 1 fits int32 */
     dswa_samel_norm q_norm, k_norm;            /* for q and q_diff; for k and k_diff */
 } dswa_samel_problem;
+
+/* RoPE's default frequencies, upstream's float32 inv_freq: freq[f] = 1 / base^(2f / rot_dims)
+   rounded once to fp32, for f < rot_dims / 2 (rot_dims even, 0 to 64; base finite, > 0). The
+   one rule every backend and the bindings use when a problem gives no rope_freq. DSWA_OK, or
+   DSWA_ERR_INVALID_ARGUMENT naming the field (freq untouched). */
+dswa_status dswa_rope_frequencies(int32_t rot_dims, float base, float *freq);
 
 /* SAME-L's block: D = 64, window 17 both ways, scale 1/8, lambda 1, rot_dims 32, base 10000,
    pos_offset 0, DSWA_F32, DSWA_MATH_DEFAULT, contiguous (B, N, 5*H*64) input and (B, N, H*64)
@@ -420,7 +435,7 @@ typedef struct dswa_aot_param {
     int32_t value;             /* extras of dswa_aot_kernel_for: the value for its problem */
 } dswa_aot_param;
 
-#define DSWA_AOT_MAX_PARAMS 24   /* the op has 24 (3 + 20 + 1), the fused block 23 (5 + 17 + 1) */
+#define DSWA_AOT_MAX_PARAMS 54   /* the op has 24 (3 + 20 + 1), the fused block 54 (5 + 48 + 1) */
 
 typedef struct dswa_aot_info {
     const char *kernel_name;   /* the PTX .entry, e.g. "dswa_fwd_bf16" */
@@ -438,7 +453,7 @@ typedef struct dswa_aot_info {
     dswa_math math;            /* f32: DSWA_MATH_TF32, or DSWA_MATH_FP32 (dswa_fwd_f32_fp32) */
     int head_dim;              /* 64: the only head_dim the kernels take */
     int32_t window_left, window_right; /* as asked for; -1 when the export is for any window */
-    int n_params, n_inputs, n_extras, n_outputs;  /* op 24 = 3 + 20 + 1; samel 23 = 5 + 17 + 1 */
+    int n_params, n_inputs, n_extras, n_outputs;  /* op 24 = 3 + 20 + 1; samel 54 = 5 + 48 + 1 */
     dswa_aot_param params[DSWA_AOT_MAX_PARAMS];   /* in launch order */
     unsigned block[3];                  /* threads per block: 128, 1, 1 */
     unsigned shared_bytes;              /* static shared memory the PTX declares (<= 48 KB) */
@@ -477,11 +492,14 @@ dswa_status dswa_aot_set_ptx_isa(dswa_aot_info *info, const char *isa);
 void dswa_aot_info_free(dswa_aot_info *info);
 
 /* The fused SAME-L kernel (dswa_samel_forward_cuda) for TensorRT's AOT path: inputs qkv
-   (B, N, 5*H*D), q_gamma, q_beta, k_gamma, k_beta (D floats each); 17 int32 extras (the
-   windows, scale, lambda, the packed input's and the output's strides, rot_dims, the RoPE
-   base's float bits, pos_offset, both alphas' float bits); the output (B, N, H*D). Same
-   grid and block as the op's kernels. info->op is "samel"; formulas may also name the
-   attributes scale, lambda, ROT (rot_dims), base, POS (pos_offset), q_alpha and k_alpha.
+   (B, N, 5*H*D), q_gamma, q_beta, k_gamma, k_beta (D floats each); 48 int32 extras (the
+   windows, scale, lambda, the packed input's and the output's strides, rot_dims, the float
+   bits of the 32 RoPE frequencies freq0 ... freq31 (rot_dims / 2 used, the rest 0),
+   pos_offset, both alphas' float bits); the output (B, N, H*D). Same grid and block as the
+   op's kernels. info->op is "samel"; formulas may also name the attributes scale, lambda, ROT
+   (rot_dims), freq0 ... freq31 (the layer's frequencies: dswa_rope_frequencies(ROT, base)
+   for a layer that gives only a base, 0 from ROT / 2 on), POS (pos_offset), q_alpha and
+   k_alpha.
    The kernel depends on the windows and rot_dims (band or scalar, as dswa_samel_kernel_name
    says): dswa_aot_samel_kernel picks it for these windows whenever N > max(window_left,
    window_right); dswa_aot_samel_kernel_for is exactly what dswa_samel_forward_cuda launches

@@ -108,12 +108,13 @@ static long shared_declared(const char *ptx) {
 }
 
 /* ---- the formulas: integers, B N H D WL WR (and the fused block's POS ROT), + - * // ( ),
-   min(a, b), float_bits(scale|lambda|base|q_alpha|k_alpha) */
+   min(a, b), float_bits(scale|lambda|freq0 ... freq31|q_alpha|k_alpha) */
 
 typedef struct ev {
     const char *s;
     int64_t B, N, H, D, WL, WR, POS, ROT;
-    float scale, lambda, base, q_alpha, k_alpha;
+    float scale, lambda, q_alpha, k_alpha;
+    const float *freq; /* RoPE's 32 frequencies, 0 past ROT / 2 (the fused block's) */
     int err;
 } ev;
 static int32_t bits_of(float x) {
@@ -147,7 +148,11 @@ static int64_t ev_factor(ev *e) {
     }
     if (ev_word(e, "float_bits(scale)")) return bits_of(e->scale);
     if (ev_word(e, "float_bits(lambda)")) return bits_of(e->lambda);
-    if (ev_word(e, "float_bits(base)")) return bits_of(e->base);
+    if (ev_word(e, "float_bits(freq")) {
+        const long j = strtol(e->s, (char **)&e->s, 10);
+        if (!e->freq || j < 0 || j > 31 || !ev_word(e, ")")) { e->err = 1; return 0; }
+        return bits_of(e->freq[j]);
+    }
     if (ev_word(e, "float_bits(q_alpha)")) return bits_of(e->q_alpha);
     if (ev_word(e, "float_bits(k_alpha)")) return bits_of(e->k_alpha);
     if (ev_word(e, "POS")) return e->POS;
@@ -188,12 +193,21 @@ static int64_t eval_ev(ev e, int *err) {
 }
 static int64_t eval(const char *s, const dswa_problem *p, int *err) {
     const ev e = {s, p->batch, p->seq_len, p->heads, p->head_dim, p->window_left, p->window_right, -1, -1,
-                  p->scale, p->lambda, NAN, NAN, NAN, 0};
+                  p->scale, p->lambda, NAN, NAN, NULL, 0};
     return eval_ev(e, err);
 }
+/* RoPE's 32 frequencies of p as the fused block's dswa.h defines them, written here from the
+   definition: p->rope_freq's, or 1 / base^(2f / rot_dims) rounded to fp32; 0 past rot_dims / 2. */
+static void samel_freqs(const dswa_samel_problem *p, float *f) {
+    for (int j = 0; j < 32; j++)
+        f[j] = j >= p->rot_dims / 2 ? 0.0f : p->rope_freq ? p->rope_freq[j]
+             : (float)(1.0 / pow((double)p->rope_base, 2.0 * j / p->rot_dims));
+}
 static int64_t eval_samel(const char *s, const dswa_samel_problem *p, int *err) {
+    float f[32];
+    samel_freqs(p, f);
     const ev e = {s, p->batch, p->seq_len, p->heads, p->head_dim, p->window_left, p->window_right, p->pos_offset,
-                  p->rot_dims, p->scale, p->lambda, p->rope_base, p->q_norm.alpha, p->k_norm.alpha, 0};
+                  p->rot_dims, p->scale, p->lambda, p->q_norm.alpha, p->k_norm.alpha, f, 0};
     return eval_ev(e, err);
 }
 
@@ -265,9 +279,12 @@ typedef struct expect {
 static const char *const op_order[24] = {"q", "k", "v", "n", "wl", "wr", "scale_bits", "lambda_bits", "q_sb",
     "q_sn", "q_sp", "q_sh", "k_sb", "k_sn", "k_sp", "k_sh", "v_sb", "v_sn", "v_sp", "v_sh", "o_sb", "o_sn", "o_sh",
     "out"};
-static const char *const samel_order[23] = {"x", "q_gamma", "q_beta", "k_gamma", "k_beta", "n", "wl", "wr",
-    "scale_bits", "lambda_bits", "x_sb", "x_sn", "x_sc", "x_sh", "o_sb", "o_sn", "o_sh", "rot_dims", "base_bits",
-    "pos_offset", "q_alpha_bits", "k_alpha_bits", "out"};
+static const char *const samel_order[54] = {
+    "x", "q_gamma", "q_beta", "k_gamma", "k_beta", "n", "wl", "wr", "scale_bits", "lambda_bits", "x_sb", "x_sn",
+    "x_sc", "x_sh", "o_sb", "o_sn", "o_sh", "rot_dims", "freq0", "freq1", "freq2", "freq3", "freq4", "freq5",
+    "freq6", "freq7", "freq8", "freq9", "freq10", "freq11", "freq12", "freq13", "freq14", "freq15", "freq16",
+    "freq17", "freq18", "freq19", "freq20", "freq21", "freq22", "freq23", "freq24", "freq25", "freq26",
+    "freq27", "freq28", "freq29", "freq30", "freq31", "pos_offset", "q_alpha_bits", "k_alpha_bits", "out"};
 
 /* The op's export of names[band][dt]. */
 static expect op_expect(dswa_dtype dt, int band) {
@@ -575,7 +592,7 @@ static expect samel_expect(dswa_dtype dt, dswa_math m, int32_t wl, int32_t wr, i
     const int band = !strncmp(k, "dswa_samel_scalar", 17) ? 0 : 1;
     const dswa_math math = !band || dt != DSWA_F32 ? DSWA_MATH_DEFAULT : m == DSWA_MATH_FP32 ? DSWA_MATH_FP32
                                                                                          : DSWA_MATH_TF32;
-    expect e = {k, band ? "band" : "scalar", "samel", dt, math, band ? 48 : -1, rot, 5, 17, samel_order, band,
+    expect e = {k, band ? "band" : "scalar", "samel", dt, math, band ? 48 : -1, rot, 5, 48, samel_order, band,
                 dt == DSWA_BF16};
     return e;
 }
@@ -656,17 +673,21 @@ static void check_samel_for(const char *arch, const dswa_samel_problem *p, int c
     const char *want = samel_expected(p->dtype, p->math, cwl, cwr, p->rot_dims);
     const char *lib = dswa_samel_kernel_name(p);
     CHECK(!strcmp(in.kernel_name, want) && lib && !strcmp(lib, want) && in.has_problem && !strcmp(in.op, "samel") &&
-          in.rot_dims == p->rot_dims && in.n_params == 23,
+          in.rot_dims == p->rot_dims && in.n_params == 54,
           "%s: kernel %s (dswa_samel_kernel_name: %s), expected %s; op %s rot_dims %d", name, in.kernel_name,
           lib ? lib : "NULL", want, in.op, (int)in.rot_dims);
-    const int64_t vals[17] = {N, cwl, cwr, bits_of(p->scale), bits_of(p->lambda), p->qkv.batch, p->qkv.seq,
-                              p->qkv.chunk, p->qkv.head, p->out.batch, p->out.seq, p->out.head, p->rot_dims,
-                              bits_of(p->rope_base), p->pos_offset, bits_of(p->q_norm.alpha),
-                              bits_of(p->k_norm.alpha)};
+    int64_t vals[48] = {N, cwl, cwr, bits_of(p->scale), bits_of(p->lambda), p->qkv.batch, p->qkv.seq,
+                        p->qkv.chunk, p->qkv.head, p->out.batch, p->out.seq, p->out.head, p->rot_dims};
+    float freq[32];
+    samel_freqs(p, freq);
+    for (int j = 0; j < 32; j++) vals[13 + j] = bits_of(freq[j]);
+    vals[45] = p->pos_offset;
+    vals[46] = bits_of(p->q_norm.alpha);
+    vals[47] = bits_of(p->k_norm.alpha);
     dswa_aot_info any;
     const int have_any = contiguous && dswa_aot_samel_kernel(arch, p->dtype, p->math, -1, -1, p->rot_dims, &any) == DSWA_OK;
     CHECK(!contiguous || have_any, "%s: the window-free export: %s", name, dswa_last_error());
-    for (int i = 0; i < 17 && in.n_params == 23; i++) {
+    for (int i = 0; i < 48 && in.n_params == 54; i++) {
         const dswa_aot_param *q = &in.params[5 + i];
         CHECK(q->kind == DSWA_AOT_EXTRA && q->value == vals[i], "%s: %s = %d, expected %lld", name, q->name,
               (int)q->value, (long long)vals[i]);
@@ -707,6 +728,14 @@ static void samel_for_cases(void) {
     p.math = DSWA_MATH_FP32;
     p.window_left = 0, p.window_right = 48, p.rot_dims = 24; /* fp32-accurate band */
     check_samel_for("sm_89", &p, 1);
+    /* the model's own frequencies (a 16-bit model's inv_freq, or any finite values) */
+    float own[32];
+    for (int j = 0; j < 32; j++) own[j] = (float)(j % 3 ? 1.0 / (j + 1) : -0.25 * j) + 1e-3f * (float)j;
+    p.rope_freq = own;
+    check_samel_for("sm_89", &p, 1);
+    p.rot_dims = 64, p.math = DSWA_MATH_DEFAULT;
+    check_samel_for("sm_90", &p, 1);
+    p.rope_freq = NULL;
     p = dswa_samel_problem_default(2, 20, 2);
     p.dtype = DSWA_F16, p.window_left = p.window_right = 30; /* clamped 19 + 19: band */
     check_samel_for("sm_100", &p, 1);

@@ -20,6 +20,7 @@
    The driver is loaded with dlopen (libcuda.so.1), as TensorRT does, so the binary starts on
    machines without one and then exits 77 with "skipped: no GPU ...". */
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -418,7 +419,7 @@ static int64_t samel_extra_value(const char *nm, const void *ctx) {
     const dswa_samel_problem *p = ctx;
     const int64_t N = p->seq_len, H = p->heads, D = p->head_dim, hd = H * D;
     const float *f = !strcmp(nm, "scale_bits") ? &p->scale : !strcmp(nm, "lambda_bits") ? &p->lambda
-                   : !strcmp(nm, "base_bits") ? &p->rope_base : !strcmp(nm, "q_alpha_bits") ? &p->q_norm.alpha
+                   : !strcmp(nm, "q_alpha_bits") ? &p->q_norm.alpha
                    : !strcmp(nm, "k_alpha_bits") ? &p->k_norm.alpha : NULL;
     int32_t bits;
     if (f) { memcpy(&bits, f, 4); return bits; }
@@ -431,6 +432,13 @@ static int64_t samel_extra_value(const char *nm, const void *ctx) {
     if (!strcmp(nm, "x_sh") || !strcmp(nm, "o_sh")) return D;
     if (!strcmp(nm, "o_sb")) return N * hd;
     if (!strcmp(nm, "rot_dims")) return p->rot_dims;
+    if (!strncmp(nm, "freq", 4)) { /* RoPE's frequency j as dswa.h defines it; 0 past rot_dims / 2 */
+        const int j = atoi(nm + 4);
+        const float fj = j >= p->rot_dims / 2 ? 0.0f : p->rope_freq ? p->rope_freq[j]
+                       : (float)(1.0 / pow((double)p->rope_base, 2.0 * j / p->rot_dims));
+        memcpy(&bits, &fj, 4);
+        return bits;
+    }
     if (!strcmp(nm, "pos_offset")) return p->pos_offset;
     return INT64_MIN;
 }

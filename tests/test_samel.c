@@ -285,6 +285,23 @@ static void test_cases(void) {
             snprintf(name, sizeof name, "rot_dims %d, base %g", rots[c], (double)p.rope_base);
             run_case(name, p, tol_for(dt));
         }
+        /* the model's own frequencies: upstream's inv_freq rounded to 16 bits (a model cast
+           whole), then fresh random ones of any sign and size */
+        static float own[32];
+        const dswa_dtype fdt[2] = {DSWA_F16, DSWA_BF16};
+        for (int c = 0; c < 3; c++) {
+            p = dswa_samel_problem_default(2, 60, 2);
+            p.dtype = dt; p.pos_offset = 300 * c; p.rot_dims = c == 2 ? 64 : 32;
+            for (int j = 0; j < p.rot_dims / 2; j++) {
+                const float f = (float)(1.0 / pow(10000.0, 2.0 * j / p.rot_dims));
+                own[j] = c == 2 ? (float)(tu_rng_normal(&rng) * 0.8) : (float)tu_load(
+                    (uint16_t[]){fdt[c] == DSWA_F16 ? tu_f32_to_f16(f) : tu_f32_to_bf16(f)}, 0, fdt[c]);
+            }
+            p.rope_freq = own;
+            p.rope_base = NAN;   /* not read when rope_freq is given */
+            run_case(c == 2 ? "rope_freq random" : c ? "rope_freq bf16 inv_freq" : "rope_freq f16 inv_freq",
+                     p, tol_for(dt));
+        }
         p = dswa_samel_problem_default(2, 45, 3);
         p.dtype = dt; p.head_dim = 32; p.rot_dims = 32; p.scale = 0.3f;
         p.qkv = (dswa_samel_layout){45 * 5 * 96, 5 * 96, 96, 32, 1};
@@ -393,7 +410,7 @@ static void test_nonfinite(void) {
 
 /* ---- refusals ---------------------------------------------------------------------------- */
 
-enum { N_BAD = 42 };
+enum { N_BAD = 43 };
 
 /* Case k of the refusals: makes one thing wrong and returns the text the message must hold. */
 static const char *make_bad(int k, dswa_samel_problem *p, const void **x, void **out, void *outbuf) {
@@ -440,6 +457,12 @@ static const char *make_bad(int k, dswa_samel_problem *p, const void **x, void *
     case 39: return NULL;   /* p = NULL, below */
     case 40: p->q_norm.alpha_at = (const float *)((const char *)outbuf + 2); return "q_norm.alpha_at = ";
     case 41: p->k_norm.alpha_at = (const float *)outbuf + 100; return "out: overlaps k_norm.alpha_at";
+    case 42: {
+        static float freq[16];
+        for (int j = 0; j < 16; j++) freq[j] = j == 5 ? NAN : 1.0f / (float)(j + 1);
+        p->rope_freq = freq;
+        return "rope_freq[5] = nan";
+    }
     }
     return NULL;
 }
@@ -486,6 +509,31 @@ static void test_refusals(void) {
         tu_free(xbuf);
         free(w.q_gamma);
     }
+}
+
+/* dswa_rope_frequencies: upstream's float32 inv_freq, 1 / base^(2f / rot_dims) rounded once
+   (checked against long double), and its refusals. */
+static void test_rope_frequencies(void) {
+    static const float bases[3] = {10000.0f, 500.0f, 1.5e6f};
+    for (int r = 0; r <= 64; r += 2)
+        for (int c = 0; c < 3; c++) {
+            float f[32];
+            for (int j = 0; j < 32; j++) f[j] = -1.0f;
+            const dswa_status st = dswa_rope_frequencies(r, bases[c], f);
+            CHECK(st == DSWA_OK, "rope_frequencies(%d, %g): %s", r, (double)bases[c], dswa_last_error());
+            for (int j = 0; j < 32; j++) {
+                const float want = j < r / 2 ? (float)(1.0L / powl((long double)bases[c], 2.0L * j / r)) : -1.0f;
+                CHECK(f[j] == want, "rope_frequencies(%d, %g)[%d] = %.9g, want %.9g", r, (double)bases[c], j,
+                      (double)f[j], (double)want);
+            }
+        }
+    float f[4];
+    CHECK(dswa_rope_frequencies(3, 10000.0f, f) == DSWA_ERR_INVALID_ARGUMENT &&
+          strstr(dswa_last_error(), "rot_dims = 3"), "rope_frequencies odd rot_dims: %s", dswa_last_error());
+    CHECK(dswa_rope_frequencies(8, 0.0f, f) == DSWA_ERR_INVALID_ARGUMENT &&
+          strstr(dswa_last_error(), "rope_base = 0"), "rope_frequencies base 0: %s", dswa_last_error());
+    CHECK(dswa_rope_frequencies(8, 100.0f, NULL) == DSWA_ERR_INVALID_ARGUMENT &&
+          strstr(dswa_last_error(), "freq = NULL"), "rope_frequencies NULL: %s", dswa_last_error());
 }
 
 /* The default, empty problems, and the CUDA entry's answer. */
@@ -613,6 +661,7 @@ int main(void) {
     tu_rng_init(&rng, tu_test_seed());
     test_reference();
     test_api();
+    test_rope_frequencies();
     test_alpha_at();
     test_cases();
     test_layouts();

@@ -46,6 +46,10 @@ static inline dswa_backward_problem dswa_samel_scratch_backward_problem(const ds
     return ob;
 }
 
+/* RoPE's rot_dims / 2 frequencies of a validated p into freq: p->rope_freq's, or
+   dswa_rope_frequencies(rot_dims, rope_base) when it gives none (core/rope.c). */
+void dswa_samel_freqs(const dswa_samel_problem *p, float *freq);
+
 #ifdef __cplusplus
 }
 #endif

@@ -61,9 +61,15 @@ static dswa_status check_rope(const dswa_samel_problem *p) {
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT,
                          "rot_dims = %d: must be even and in [0, head_dim = %d]", p->rot_dims,
                          p->head_dim);
-    if (!(p->rope_base > 0.0f) || !isfinite(p->rope_base))
+    if (p->rope_freq) {
+        for (int32_t f = 0; f < p->rot_dims / 2; f++)
+            if (!isfinite(p->rope_freq[f]))
+                return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "rope_freq[%d] = %g: must be finite",
+                                 f, (double)p->rope_freq[f]);
+    } else if (!(p->rope_base > 0.0f) || !isfinite(p->rope_base)) {
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "rope_base = %g: must be finite and > 0",
                          (double)p->rope_base);
+    }
     if (p->pos_offset < 0)
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "pos_offset = %d: must be >= 0",
                          p->pos_offset);

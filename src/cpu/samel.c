@@ -80,11 +80,6 @@ static void prologue_token(const prologue *P, int64_t b, int64_t i, float *y, fl
     }
 }
 
-void dswa_samel_cpu_inv_freq(const dswa_samel_problem *p, float *inv) {
-    for (int f = 0; f < p->rot_dims / 2; f++)   /* rounded to fp32, as upstream's fp32 buffer */
-        inv[f] = (float)(1.0 / pow((double)p->rope_base, 2.0 * f / p->rot_dims));
-}
-
 void dswa_samel_cpu_angles(const dswa_samel_problem *p, const float *inv, int64_t i, float *cs,
                            float *sn) {
     const float pos = (float)((int64_t)p->pos_offset + i);
@@ -106,7 +101,7 @@ dswa_status dswa_samel_cpu_prologue(const dswa_samel_problem *p, const void *qkv
     if (!inv)
         return dswa_fail(DSWA_ERR_OUT_OF_MEMORY,
                          "the SAME-L CPU prologue's %zu bytes could not be allocated", bytes);
-    dswa_samel_cpu_inv_freq(p, inv);
+    dswa_samel_freqs(p, inv);
     const prologue P = {p, qkv, store, qn, kn, inv};
 #pragma omp parallel num_threads(team)
     {

@@ -141,7 +141,7 @@ dswa_status dswa_samel_cpu_backward(const dswa_samel_backward_problem *bp, const
     if ((s = dswa_cpu_backward(&ob, rq, rk, v, go, drq, drk, dv, NULL)) != DSWA_OK) goto done;
 
     S.drq = drq; S.drk = drk; S.dv = dv; S.inv = inv;
-    dswa_samel_cpu_inv_freq(p, inv);
+    dswa_samel_freqs(p, inv);
 #pragma omp parallel num_threads(team)
     {
         float *mine = rows + per * (size_t)omp_get_thread_num();

@@ -39,10 +39,8 @@ static inline float tanh_f32(float x) {
     return dswa_bits_to_f32(dswa_f32_to_bits(e / (e + 2.0f)) | (ux & 0x80000000u));
 }
 
-/* RoPE's inv_freq[f] = base^(-2f / rot_dims) rounded to fp32, f < rot_dims / 2. */
-void dswa_samel_cpu_inv_freq(const dswa_samel_problem *p, float *inv);
 /* cos and sin (rot_dims / 2 each) of position i's angles fp32(pos * inv[f]), pos =
-   fp32(pos_offset + i). */
+   fp32(pos_offset + i), inv the frequencies (dswa_samel_freqs). */
 void dswa_samel_cpu_angles(const dswa_samel_problem *p, const float *inv, int64_t i, float *cs,
                            float *sn);
 /* DyT then RoPE of q, k, q_diff and k_diff at every position, as the forward computes them

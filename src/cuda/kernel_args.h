@@ -65,11 +65,52 @@
 
 #define DSWA_KERNEL_ARG_COUNT 24
 
+/* RoPE's frequencies, one extra each (TensorRT's extras are int32 scalars): freq J is the
+   float bits of the layer's frequency J for J < rot_dims / 2 (dswa_samel_problem.rope_freq, or
+   dswa_rope_frequencies(rot_dims, base)), 0 beyond. 32 = the most a head_dim of 64 rotates.
+   DSWA_ROPE_FREQS(X) lists their indices, for code that gathers them. */
+#define DSWA_ROPE_FREQ_COUNT 32
+#define DSWA_ROPE_FREQ_ARGS(EXTRA, ctx) \
+    EXTRA(ctx, freq0, "float_bits(freq0)", NULL, "float bits of RoPE frequency 0 (0 when 0 >= rot_dims / 2)") \
+    EXTRA(ctx, freq1, "float_bits(freq1)", NULL, "float bits of RoPE frequency 1 (0 when 1 >= rot_dims / 2)") \
+    EXTRA(ctx, freq2, "float_bits(freq2)", NULL, "float bits of RoPE frequency 2 (0 when 2 >= rot_dims / 2)") \
+    EXTRA(ctx, freq3, "float_bits(freq3)", NULL, "float bits of RoPE frequency 3 (0 when 3 >= rot_dims / 2)") \
+    EXTRA(ctx, freq4, "float_bits(freq4)", NULL, "float bits of RoPE frequency 4 (0 when 4 >= rot_dims / 2)") \
+    EXTRA(ctx, freq5, "float_bits(freq5)", NULL, "float bits of RoPE frequency 5 (0 when 5 >= rot_dims / 2)") \
+    EXTRA(ctx, freq6, "float_bits(freq6)", NULL, "float bits of RoPE frequency 6 (0 when 6 >= rot_dims / 2)") \
+    EXTRA(ctx, freq7, "float_bits(freq7)", NULL, "float bits of RoPE frequency 7 (0 when 7 >= rot_dims / 2)") \
+    EXTRA(ctx, freq8, "float_bits(freq8)", NULL, "float bits of RoPE frequency 8 (0 when 8 >= rot_dims / 2)") \
+    EXTRA(ctx, freq9, "float_bits(freq9)", NULL, "float bits of RoPE frequency 9 (0 when 9 >= rot_dims / 2)") \
+    EXTRA(ctx, freq10, "float_bits(freq10)", NULL, "float bits of RoPE frequency 10 (0 when 10 >= rot_dims / 2)") \
+    EXTRA(ctx, freq11, "float_bits(freq11)", NULL, "float bits of RoPE frequency 11 (0 when 11 >= rot_dims / 2)") \
+    EXTRA(ctx, freq12, "float_bits(freq12)", NULL, "float bits of RoPE frequency 12 (0 when 12 >= rot_dims / 2)") \
+    EXTRA(ctx, freq13, "float_bits(freq13)", NULL, "float bits of RoPE frequency 13 (0 when 13 >= rot_dims / 2)") \
+    EXTRA(ctx, freq14, "float_bits(freq14)", NULL, "float bits of RoPE frequency 14 (0 when 14 >= rot_dims / 2)") \
+    EXTRA(ctx, freq15, "float_bits(freq15)", NULL, "float bits of RoPE frequency 15 (0 when 15 >= rot_dims / 2)") \
+    EXTRA(ctx, freq16, "float_bits(freq16)", NULL, "float bits of RoPE frequency 16 (0 when 16 >= rot_dims / 2)") \
+    EXTRA(ctx, freq17, "float_bits(freq17)", NULL, "float bits of RoPE frequency 17 (0 when 17 >= rot_dims / 2)") \
+    EXTRA(ctx, freq18, "float_bits(freq18)", NULL, "float bits of RoPE frequency 18 (0 when 18 >= rot_dims / 2)") \
+    EXTRA(ctx, freq19, "float_bits(freq19)", NULL, "float bits of RoPE frequency 19 (0 when 19 >= rot_dims / 2)") \
+    EXTRA(ctx, freq20, "float_bits(freq20)", NULL, "float bits of RoPE frequency 20 (0 when 20 >= rot_dims / 2)") \
+    EXTRA(ctx, freq21, "float_bits(freq21)", NULL, "float bits of RoPE frequency 21 (0 when 21 >= rot_dims / 2)") \
+    EXTRA(ctx, freq22, "float_bits(freq22)", NULL, "float bits of RoPE frequency 22 (0 when 22 >= rot_dims / 2)") \
+    EXTRA(ctx, freq23, "float_bits(freq23)", NULL, "float bits of RoPE frequency 23 (0 when 23 >= rot_dims / 2)") \
+    EXTRA(ctx, freq24, "float_bits(freq24)", NULL, "float bits of RoPE frequency 24 (0 when 24 >= rot_dims / 2)") \
+    EXTRA(ctx, freq25, "float_bits(freq25)", NULL, "float bits of RoPE frequency 25 (0 when 25 >= rot_dims / 2)") \
+    EXTRA(ctx, freq26, "float_bits(freq26)", NULL, "float bits of RoPE frequency 26 (0 when 26 >= rot_dims / 2)") \
+    EXTRA(ctx, freq27, "float_bits(freq27)", NULL, "float bits of RoPE frequency 27 (0 when 27 >= rot_dims / 2)") \
+    EXTRA(ctx, freq28, "float_bits(freq28)", NULL, "float bits of RoPE frequency 28 (0 when 28 >= rot_dims / 2)") \
+    EXTRA(ctx, freq29, "float_bits(freq29)", NULL, "float bits of RoPE frequency 29 (0 when 29 >= rot_dims / 2)") \
+    EXTRA(ctx, freq30, "float_bits(freq30)", NULL, "float bits of RoPE frequency 30 (0 when 30 >= rot_dims / 2)") \
+    EXTRA(ctx, freq31, "float_bits(freq31)", NULL, "float bits of RoPE frequency 31 (0 when 31 >= rot_dims / 2)")
+#define DSWA_ROPE_FREQS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23) X(24) X(25) X(26) X(27) X(28) X(29) X(30) X(31)
+
 /* The fused SAME-L kernels' arguments (kernel_band.cu's dswa_samel_* entries and
    kernel_samel_scalar.cu), in the same form: the packed projection X (B, N, 5H*D) read as
    [batch, seq, chunk, head, dim] (chunks q, k, v, q_diff, k_diff), the DyT weights, the
    extras, the output (B, N, H*D). Formulas may name the node's attributes scale, lambda,
-   ROT (rot_dims), base, POS (pos_offset), q_alpha and k_alpha. */
+   ROT (rot_dims), freq0 ... freq31 (RoPE's frequencies), POS (pos_offset), q_alpha and
+   k_alpha. */
 #define DSWA_SAMEL_KERNEL_ARGS(INPUT, EXTRA, OUTPUT, ctx) \
     INPUT(ctx, x, "(B, N, 5 * H * D)", NULL, \
            "X: device pointer (16-byte aligned) to the packed projection, elements of the dtype, read as [batch, seq, chunk, head, dim] through the strides below, chunks q, k, v, q_diff, k_diff") \
@@ -107,8 +148,7 @@
            "out.head stride, in elements (the dim stride must be 1)") \
     EXTRA(ctx, rot_dims, "ROT", NULL, \
            "rot_dims: how many leading dims RoPE rotates (even, <= D; SAME-L 32)") \
-    EXTRA(ctx, base_bits, "float_bits(base)", NULL, \
-           "float bits of the RoPE base (10000.0 -> 1176256512)") \
+    DSWA_ROPE_FREQ_ARGS(EXTRA, ctx) \
     EXTRA(ctx, pos_offset, "POS", NULL, \
            "pos_offset: the position of row 0 (chunked decoding), >= 0") \
     EXTRA(ctx, q_alpha_bits, "float_bits(q_alpha)", NULL, \
@@ -118,7 +158,7 @@
     OUTPUT(ctx, out, "(B, N, H * D)", NULL, \
            "out: device pointer (16-byte aligned) to elements of the dtype, written as [batch, seq, head, dim] through the strides above; SAME-L: contiguous (B, N, H*D)")
 
-#define DSWA_SAMEL_KERNEL_ARG_COUNT 23
+#define DSWA_SAMEL_KERNEL_ARG_COUNT 54
 
 /* The library's second entry of each fused kernel (never exported: TensorRT's node carries the
    alphas as attributes) takes the table's arguments and then these two, device pointers to the

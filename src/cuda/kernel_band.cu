@@ -505,7 +505,7 @@ __device__ __forceinline__ void samel_pass(band_buf &buf, const samel_smem &sm, 
 template <typename T>
 __device__ __forceinline__ void samel_begin(samel_smem &sm, const float *q_gamma, const float *q_beta,
                                             const float *k_gamma, const float *k_beta, int rot_dims,
-                                            float base, int pos_offset, float q_alpha, float k_alpha,
+                                            float lane_freq, int pos_offset, float q_alpha, float k_alpha,
                                             int kstart) {
     const int t = threadIdx.x;
     if (t < DSWA_HEAD_DIM) {
@@ -513,8 +513,8 @@ __device__ __forceinline__ void samel_begin(samel_smem &sm, const float *q_gamma
         sm.beta[0][t] = __ldg(q_beta + t);
         sm.gamma[1][t] = __ldg(k_gamma + t);
         sm.beta[1][t] = __ldg(k_beta + t);
-    } else if (t - DSWA_HEAD_DIM < rot_dims / 2) {
-        sm.inv_freq[t - DSWA_HEAD_DIM] = samel_inv_freq(t - DSWA_HEAD_DIM, rot_dims, base);
+    } else if (t - DSWA_HEAD_DIM < rot_dims / 2) { /* warp 2: lane t - 64 holds frequency t - 64 */
+        sm.inv_freq[t - DSWA_HEAD_DIM] = lane_freq;
     } else if (t == DSWA_THREADS - 1) {
         sm.alpha[0] = q_alpha;
         sm.alpha[1] = k_alpha;
@@ -654,8 +654,10 @@ __device__ __forceinline__ void dswa_samel_band_impl(DSWA_SAMEL_KERNEL_PARAMS(T)
     uint32_t mask;
     band_begin(c, &mask, &qscale, n, wl, wr, __int_as_float(scale_bits), i0, warp);
     const float q_alpha = samel_alpha(q_alpha_at, q_alpha_bits), k_alpha = samel_alpha(k_alpha_at, k_alpha_bits);
-    samel_begin<T>(sm, q_gamma, q_beta, k_gamma, k_beta, rot_dims, __int_as_float(base_bits), pos_offset,
-                   q_alpha, k_alpha, c.kstart);
+    float lane_freq;
+    SAMEL_LANE_FREQ(lane_freq);
+    samel_begin<T>(sm, q_gamma, q_beta, k_gamma, k_beta, rot_dims, lane_freq, pos_offset, q_alpha, k_alpha,
+                   c.kstart);
 
     float acc[8][4];
     band_tile<T, FP32, 1, 1>(ring, c, acc, iq, mask, qscale, lambda, &sm);
@@ -664,11 +666,13 @@ __device__ __forceinline__ void dswa_samel_band_impl(DSWA_SAMEL_KERNEL_PARAMS(T)
     const int r0 = tile * DSWA_TILE + 16 * warp;
     T *orow0 = dswa_at_head(out, b, o_sb, h, o_sh);
     const bool finite = dswa_store_rows<T>(orow0, o_sn, r0 + g, n, acc);
-    if (__any_sync(0xffffffffu, !finite))
+    if (__any_sync(0xffffffffu, !finite)) {
+        SAMEL_LANE_FREQ(lane_freq);
         samel_exact_rows<T, FP32>(x, q_gamma, q_beta, k_gamma, k_beta, out, n, wl, wr, __int_as_float(scale_bits),
-                                  lambda, x_sb, x_sn, x_sc, x_sh, o_sb, o_sn, o_sh, rot_dims,
-                                  __int_as_float(base_bits), pos_offset, samel_alpha(q_alpha_at, q_alpha_bits),
+                                  lambda, x_sb, x_sn, x_sc, x_sh, o_sb, o_sn, o_sh, rot_dims, lane_freq,
+                                  pos_offset, samel_alpha(q_alpha_at, q_alpha_bits),
                                   samel_alpha(k_alpha_at, k_alpha_bits), b, h, r0);
+    }
 }
 
 /* The entries (kernels.h's DSWA_BAND_KERNELS): plain C names, so that the PTX entry is what

@@ -56,7 +56,7 @@ struct sbwd_args {
     dswa_samel_layout x, dx;
     dswa_layout ldout;
     int n, heads, dim, rot_dims, pos_offset, tiles;
-    float base;
+    float freq[DSWA_ROPE_FREQ_COUNT];  /* RoPE's frequencies (dswa_samel_freqs), 0 past rot_dims / 2 */
 };
 
 #define ROWS_PER_WARP (DSWA_BWD_ROWS / DSWA_WARPS)
@@ -103,7 +103,7 @@ __device__ __forceinline__ lane_norms lane_norms_of(const sbwd_args &a, int lane
     for (int k = 0; k < 2; k++) {
         const int d = lane + 32 * k;
         const bool in = d < a.dim;
-        l.invf[k] = in ? samel_dim_inv_freq(d, a.rot_dims, a.base) : 0.f;
+        l.invf[k] = in && d < 2 * c ? a.freq[d < c ? d : d - c] : 0.f;
         l.e[k] = d < c ? d + c : d < 2 * c ? d - c : d;
 #pragma unroll
         for (int nm = 0; nm < 2; nm++) {
@@ -385,7 +385,9 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
     a.partial = g ? (double *)(ws + w.partial) : NULL;
     a.x = p->qkv; a.dx = bp->dqkv; a.ldout = bp->dout;
     a.n = p->seq_len; a.heads = p->heads; a.dim = p->head_dim;
-    a.rot_dims = p->rot_dims; a.pos_offset = p->pos_offset; a.base = p->rope_base;
+    a.rot_dims = p->rot_dims; a.pos_offset = p->pos_offset;
+    memset(a.freq, 0, sizeof a.freq);
+    dswa_samel_freqs(p, a.freq);
     a.tiles = (p->seq_len + DSWA_BWD_ROWS - 1) / DSWA_BWD_ROWS;
 
     /* The op on the scratch, dense, as the CPU backward hands it to the op: fp32, or where the

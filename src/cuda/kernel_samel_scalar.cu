@@ -19,9 +19,11 @@ template <typename T>
 __device__ __forceinline__ void dswa_samel_scalar_impl(DSWA_SAMEL_KERNEL_PARAMS(T), DSWA_SAMEL_ALPHA_AT_PARAMS) {
     int tile, h;
     dswa_block_tile_head(&tile, &h);
+    float lane_freq;
+    SAMEL_LANE_FREQ(lane_freq);
     samel_exact_rows<T, 1>(x, q_gamma, q_beta, k_gamma, k_beta, out, n, wl, wr, __int_as_float(scale_bits),
                            __int_as_float(lambda_bits), x_sb, x_sn, x_sc, x_sh, o_sb, o_sn, o_sh, rot_dims,
-                           __int_as_float(base_bits), pos_offset, samel_alpha(q_alpha_at, q_alpha_bits),
+                           lane_freq, pos_offset, samel_alpha(q_alpha_at, q_alpha_bits),
                            samel_alpha(k_alpha_at, k_alpha_bits), blockIdx.z, h, tile * DSWA_TILE + 16 * (threadIdx.x >> 5));
 }
 

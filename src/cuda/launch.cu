@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/samel.h"
 #include "cuda/backend.h"
 #include "cuda/kernels.h"
 #include "cuda/launch.h"
@@ -212,7 +213,11 @@ extern "C" dswa_status dswa_cuda_samel_kargs(const dswa_samel_problem *p, const 
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "dtype = %d: no kernel", (int)p->dtype);
     memcpy(&a->scale_bits, &p->scale, 4);
     memcpy(&a->lambda_bits, &p->lambda, 4);
-    memcpy(&a->base_bits, &p->rope_base, 4);
+    float freq[DSWA_ROPE_FREQ_COUNT] = {0};
+    dswa_samel_freqs(p, freq);
+#define SET_FREQ_(j) memcpy(&a->freq##j, &freq[j], 4);
+    DSWA_ROPE_FREQS(SET_FREQ_)
+#undef SET_FREQ_
     memcpy(&a->q_alpha_bits, &p->q_norm.alpha, 4);
     memcpy(&a->k_alpha_bits, &p->k_norm.alpha, 4);
     a->rot_dims = p->rot_dims;

@@ -9,12 +9,14 @@
    (relative error about 2^-11, as large as TF32's rounding and below a 16-bit ulp), and
    sin/cos of an angle first reduced to [-pi, pi] exactly enough (fp32 Cody-Waite, or double
    for |angle| > 2^16), where __sinf/__cosf are within 2^-21.4 absolute. DSWA_MATH_FP32 takes
-   tanhf (fp32-accurate). inv_freq is computed in double and rounded once, as the reference
-   defines it. */
+   tanhf (fp32-accurate). RoPE's frequencies come as kernel arguments (freq0 ... freq31,
+   kernel_args.h: the model's own, or the library's rule from a base), gathered once per warp
+   with lane J holding frequency J. */
 #ifndef DSWA_CUDA_SAMEL_CUH
 #define DSWA_CUDA_SAMEL_CUH
 
 #include "cuda/common.cuh"
+#include "cuda/kernel_args.h"
 
 /* The kernel parameters' types (kernel_args.h's DSWA_SAMEL_KERNEL_PARAMS): the packed input is
    of the dtype, the norms' weights fp32. */
@@ -65,25 +67,34 @@ __device__ __forceinline__ void samel_rotate(float *a, float *b, float cs, float
     *b = fmaf(y, cs, x * sn);
 }
 
-/* inv_freq[f] = base^(-2f / rot_dims), rounded to fp32 once (as the reference's). */
-__device__ __forceinline__ float samel_inv_freq(int f, int rot_dims, float base) {
-    return (float)(1.0 / pow((double)base, 2.0 * f / rot_dims));
-}
+/* This lane's RoPE frequency, lane J holding frequency J: the kernel's arguments freq0 ...
+   freq31 (in scope where it is used) picked by compares, not through an indexed array, which
+   would go to local memory. */
+#define SAMEL_PICK_FREQ_(j) f_ = lane_ == (j) ? __int_as_float(freq##j) : f_;
+#define SAMEL_LANE_FREQ(out)                                                                  \
+    do {                                                                                      \
+        const int lane_ = threadIdx.x & 31;                                                   \
+        float f_ = 0.f;                                                                       \
+        DSWA_ROPE_FREQS(SAMEL_PICK_FREQ_)                                                     \
+        (out) = f_;                                                                           \
+    } while (0)
 
 /* x rounded to T and back: where the 16-bit reference rounds q and k. */
 template <typename T> __device__ __forceinline__ float samel_round(float x) {
     return dswa_to_f32(dswa_from_f32<T>(x));
 }
 
-/* inv_freq of the rotation dim d takes part in (0 for a dim RoPE passes through). */
-__device__ __forceinline__ float samel_dim_inv_freq(int d, int rot_dims, float base) {
+/* The frequency of the rotation dim d takes part in (0 for a dim RoPE passes through), from
+   the warp's lane frequencies (SAMEL_LANE_FREQ). Called by whole warps. */
+__device__ __forceinline__ float samel_dim_freq(int d, int rot_dims, float lane_freq) {
     const int c = rot_dims / 2;
-    return d < 2 * c ? samel_inv_freq(d < c ? d : d - c, rot_dims, base) : 0.f;
+    const float f = __shfl_sync(0xffffffffu, lane_freq, (d < c ? d : d - c) & 31);
+    return d < 2 * c ? f : 0.f;
 }
 
 /* One transformed element of a q or k row: dim d of the row at `row` (the chunk's data at one
    batch, position, head), at position pos, with norm (alpha, gamma, beta); rotated dims read
-   their partner d +- c from the row too; invf = samel_dim_inv_freq(d, ...). */
+   their partner d +- c from the row too; invf = samel_dim_freq(d, ...). */
 template <typename T, int ACCURATE>
 __device__ __forceinline__ float samel_element(const T *row, int d, float pos, float alpha,
                                                const float *gamma, const float *beta,
@@ -111,11 +122,11 @@ __device__ __noinline__ void samel_exact_rows(const T *x, const float *q_gamma, 
                                               const float *k_gamma, const float *k_beta, T *out,
                                               int n, int wl, int wr, float scale, float lambda,
                                               int x_sb, int x_sn, int x_sc, int x_sh, int o_sb,
-                                              int o_sn, int o_sh, int rot_dims, float base,
+                                              int o_sn, int o_sh, int rot_dims, float lane_freq,
                                               int pos_offset, float q_alpha, float k_alpha,
                                               int b, int h, int row0) {
     const int d = 2 * (threadIdx.x & 31);
-    const float f0 = samel_dim_inv_freq(d, rot_dims, base), f1 = samel_dim_inv_freq(d + 1, rot_dims, base);
+    const float f0 = samel_dim_freq(d, rot_dims, lane_freq), f1 = samel_dim_freq(d + 1, rot_dims, lane_freq);
     const T *xb = x + (int64_t)b * x_sb + (int64_t)h * x_sh;
     for (int i = row0; i < row0 + 16 && i < n; i++) {
         const int lo = i - wl < 0 ? 0 : i - wl, hi = i + wr > n - 1 ? n - 1 : i + wr;

@@ -48,7 +48,8 @@ static double as_fp32(double x) { return (double)(float)x; }
 
 void tu_samel_ref64_angle(const dswa_samel_problem *p, int64_t i, int f, double *co, double *si) {
     const double pos = as_fp32((double)((int64_t)p->pos_offset + i));
-    const double inv = as_fp32(1.0 / pow((double)p->rope_base, (2.0 * f) / p->rot_dims));
+    const double inv = p->rope_freq ? (double)p->rope_freq[f]   /* the model's own */
+                                    : as_fp32(1.0 / pow((double)p->rope_base, (2.0 * f) / p->rot_dims));
     const double ang = as_fp32(pos * inv);   /* exact product of two fp32, rounded once */
     *co = cos(ang);
     *si = sin(ang);

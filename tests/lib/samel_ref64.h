@@ -7,8 +7,8 @@
      y      = gamma * tanh(alpha * x) + beta, in float64, then rounded to dtype (f16, bf16:
               round to nearest even, overflow to inf; f32: not rounded - the float64 value
               stands for the fp32 computation);
-     RoPE   on y's first rot_dims dims: pos = fp32(pos_offset + i), inv_freq[f] =
-              fp32(1 / base^(2f / rot_dims)), angle = fp32(pos * inv_freq[f]) (upstream builds
+     RoPE   on y's first rot_dims dims: pos = fp32(pos_offset + i), inv_freq[f] = rope_freq[f]
+              when given, else fp32(1 / base^(2f / rot_dims)), angle = fp32(pos * inv_freq[f]) (upstream builds
               its angles in fp32, and at large positions their rounding is larger than the
               f32 tolerance: the reference models it exactly), cos and sin in float64, the
               rotation in float64, then rounded to dtype as y was;
