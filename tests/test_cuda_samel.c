@@ -417,6 +417,7 @@ typedef struct spec {
     int layout;
     const char *family;
     int small;   /* in the --small run */
+    int own_freq; /* 1: rope_freq, fresh random frequencies (the model's own; base NaN, unread) */
 } spec;
 
 static dswa_samel_problem make_problem(const spec *s, int prec) {
@@ -429,6 +430,12 @@ static dswa_samel_problem make_problem(const spec *s, int prec) {
     p.pos_offset = s->pos;
     p.lambda = s->lambda;
     p.scale = s->scale;
+    if (s->own_freq) {
+        static float own[32];
+        for (int j = 0; j < 32; j++) own[j] = (float)(tu_rng_normal(&rng) * 0.7);
+        p.rope_freq = own;
+        p.rope_base = NAN;
+    }
     set_layout(&p, s->layout);
     return p;
 }
@@ -464,6 +471,9 @@ static const spec cases[] = {
     {"size-1 axes, odd strides",1, 100, 1,  17,  17, {32, 32}, 0,     1.f,   0.125f, 5, "bb", 1},
     {"N=1, H=1, odd strides",   1, 1,   1,  64,  64, {32, 32}, 0,     0.6f,  0.125f, 5, "bb", 0},
     {"L=1292 (sampled)",        1, 1292, 24, 17, 17, {32, 32}, 0,     1.f,   0.125f, 0, "bb", 0},
+    {"own frequencies",         2, 150, 3,  17,  17, {32, 32}, 500,   1.f,   0.125f, 0, "bb", 1, 1},
+    {"own frequencies, rot 64", 1, 100, 2,  17,  17, {64, 64}, 9,     1.f,   0.125f, 0, "sb", 1, 1},
+    {"own frequencies, scalar", 1, 90,  2,  40,  40, {32, 32}, 70,    1.f,   0.125f, 0, "ss", 1, 1},
 };
 
 static void test_cases(void) {

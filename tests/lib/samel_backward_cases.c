@@ -318,6 +318,14 @@ int tu_samel_backward_cases(tu_samel_backward_fn run, const char *name, tu_rng *
         c.bp.fwd.pos_offset = 100000;
         c.bp.fwd.rope_base = 500.0f;
         run_case(c);
+        /* the model's own frequencies (fresh random ones, any sign): RoPE's transpose uses them */
+        static float own[32];
+        for (int j = 0; j < 32; j++) own[j] = (float)(tu_rng_normal(rng) * 0.7);
+        c = tu_sbwd_make(rng, "rope_freq random, pos_offset 40, base NaN (unread)", 2, 31, 2, 64, 17, 17, 64, dt);
+        c.bp.fwd.pos_offset = 40;
+        c.bp.fwd.rope_freq = own;
+        c.bp.fwd.rope_base = NAN;
+        run_case(c);
         c = tu_sbwd_make(rng, "lambda 1, scale 1/8 (SAME-L's)", 2, 25, 3, 64, 17, 17, 32, dt);
         c.bp.fwd.lambda = 1.0f;
         c.bp.fwd.scale = 0.125f;
