@@ -61,6 +61,11 @@ dswa_status dswa_forward_cpu(const dswa_problem *p, const void *q, const void *k
 /* stream is a cudaStream_t (NULL = default stream); pointers are device memory. */
 dswa_status dswa_forward_cuda(const dswa_problem *p, const void *q, const void *k,
                               const void *v, void *out, void *stream);
+/* The CUDA kernel entry dswa_forward_cuda launches for *p (after the same checks, with no
+   pointer looked at), e.g. "dswa_fwd_bf16"; NULL with a message when p is refused or no
+   kernel computes it (DSWA_MATH_FP32 with window_left + window_right above 48 after clamping
+   to N - 1: the fp32-accurate kernel is the band kernel only). A static string. */
+const char *dswa_kernel_name(const dswa_problem *p);
 
 const char *dswa_status_string(dswa_status s);
 const char *dswa_last_error(void);   /* this thread's message for its last failure */
@@ -225,8 +230,8 @@ dswa_status dswa_reference_backward(const dswa_backward_problem *p, const void *
         (alpha, gamma, beta) for q and q_diff and k_norm's for k and k_diff.
      2. RoPE on the first rot_dims dims of y, in fp32: pos = (float)(pos_offset + i), angle =
         pos * freq[f] rounded to fp32 for f < rot_dims / 2, with freq the model's frequencies
-        (rope_freq; by default dswa_rope_frequencies': fp32(base^(-2f / rot_dims)), upstream's
-        float32 inv_freq), as upstream builds its table; with c = rot_dims / 2, dim j < c pairs with j + c
+        (rope_freq; by default dswa_rope_frequencies': fp32(base^(-2f / rot_dims))), as
+        upstream builds its table; with c = rot_dims / 2, dim j < c pairs with j + c
         (non-interleaved rotate_half): y'[j] = y[j] cos - y[j+c] sin, y'[j+c] = y[j+c] cos +
         y[j] sin. Dims from rot_dims on pass through.
      3. The op above (dswa_problem's math, windows, scale, lambda) with pairs (q, q_diff) and
@@ -276,8 +281,9 @@ typedef struct dswa_samel_problem {
     dswa_samel_norm q_norm, k_norm;            /* for q and q_diff; for k and k_diff */
 } dswa_samel_problem;
 
-/* RoPE's default frequencies, upstream's float32 inv_freq: freq[f] = 1 / base^(2f / rot_dims)
-   rounded once to fp32, for f < rot_dims / 2 (rot_dims even, 0 to 64; base finite, > 0). The
+/* RoPE's default frequencies: freq[f] = 1 / base^(2f / rot_dims) rounded once to fp32 (upstream
+   builds its float32 inv_freq with torch's float32 pow, which may differ by an ulp: to match
+   a model exactly, pass its own inv_freq as rope_freq), for f < rot_dims / 2 (rot_dims even, 0 to 64; base finite, > 0). The
    one rule every backend and the bindings use when a problem gives no rope_freq. DSWA_OK, or
    DSWA_ERR_INVALID_ARGUMENT naming the field (freq untouched). */
 dswa_status dswa_rope_frequencies(int32_t rot_dims, float base, float *freq);

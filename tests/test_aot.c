@@ -843,7 +843,7 @@ static void samel_error_cases(int have_ptx) {
           in.ptx_size == strlen(in.ptx) && !strcmp(in.op, "samel") && in.rot_dims == 32 && !strcmp(in.target, "sm_90") &&
           strstr(in.ptx_isa_min_reason, "PTX ISA") && !strcmp(in.params[6].expr, "min(17, N - 1)") &&
           !strcmp(in.params[7].expr_shared_v, "min(17, N - 1)") && !strcmp(in.params[17].expr, "32") &&
-          !strcmp(in.params[19].expr, "POS"), "samel set_ptx_isa 8.0: %s; module '%s', wl '%s', rot_dims '%s'",
+          !strcmp(in.params[50].expr, "POS"), "samel set_ptx_isa 8.0: %s; module '%s', wl '%s', rot_dims '%s'",
           dswa_last_error(), buf, in.params[6].expr, in.params[17].expr);
     if (s == DSWA_OK && ptxas)
         CHECK(ptx_fit_ptxas_assemble(ptxas, in.ptx, in.ptx_size, "sm_90", NULL) == 0,

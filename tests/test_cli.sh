@@ -394,7 +394,7 @@ if "$dswa" aot --arch sm_90 --dtype f16 --op samel >/dev/null 2>err; then
     # which kernel: band for SAME-L's window and rot_dims, scalar for any window or other rot_dims
     run 0 "$dswa" aot --arch sm_90 --dtype f16 --op samel --window 17 --meta - -o /dev/null &&
         grep -q '^  "op": "samel",$' out && grep -q '"kernel": "dswa_samel_f16"' out &&
-        grep -q '"family": "band"' out && grep -q '"rot_dims": 32,' out && grep -q '"num_extras": 17,' out ||
+        grep -q '"family": "band"' out && grep -q '"rot_dims": 32,' out && grep -q '"num_extras": 48,' out ||
         fail "aot --op samel --window 17: $(head -c 400 out)"
     run 0 "$dswa" aot --arch sm_90 --dtype f16 --op samel --meta - -o /dev/null &&
         grep -q '"kernel": "dswa_samel_scalar_f16"' out && grep -q '"window_left": null' out ||
@@ -413,6 +413,24 @@ if "$dswa" aot --arch sm_90 --dtype f16 --op samel >/dev/null 2>err; then
         grep -q '"name": "q_alpha_bits", "kind": "int32", "expr": "float_bits(q_alpha)", "value": 1056964608,' s.json &&
         grep -q '"name": "x_sn", "kind": "int32", "expr": "5 \* H \* D", "value": 960,' s.json &&
         grep -q '"grid_values": \[2, 3, 2\]' s.json || fail "aot --op samel --shape: $(grep -E 'pos_offset|alpha|x_sn|grid' s.json)"
+    # the model's own RoPE frequencies: the extras carry their bits, the problem lists them
+    freqs=1,0.5,0.25,0.125,0.0625,0.03125,0.015625,0.0078125,4,3,2,1.5,0.75,0.375,1e-3,0
+    run 0 "$dswa" aot --arch sm_90 --dtype bf16 --op samel --window 17 --shape 2,100,3 --rope-freq $freqs \
+        --meta - -o /dev/null &&
+        grep -q '"name": "freq1", "kind": "int32", "expr": "float_bits(freq1)", "value": 1056964608,' out &&
+        grep -q '"name": "freq16", "kind": "int32", "expr": "float_bits(freq16)", "value": 0,' out &&
+        grep -q '"rope_freq": \[1, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125, 4, 3, 2, 1.5, 0.75, 0.375, 0.00100000005, 0\]' out ||
+        fail "aot --op samel --rope-freq: $(grep -E 'freq1"|freq16"|rope_freq' out)"
+    run 0 "$dswa" aot --arch sm_90 --dtype bf16 --op samel --window 17 --shape 2,100,3 --meta - -o /dev/null &&
+        grep -q '"name": "freq1", "kind": "int32", "expr": "float_bits(freq1)", "value": 1058010522,' out ||
+        fail "aot --op samel, base 10000's freq1: $(grep -E 'freq1"' out)"
+    run 2 "$dswa" aot --arch sm_90 --dtype f16 --op samel --window 17 --shape 1,64,2 --rope-freq 1,2,3 &&
+        one_line "--rope-freq 1,2,3: must be rot_dims / 2 = 16 comma-separated numbers"
+    run 2 "$dswa" aot --arch sm_90 --dtype f16 --op samel --window 17 --shape 1,64,2 --rot-dims 4 --rope-freq 1,x &&
+        one_line "--rope-freq: 'x' is not a number"
+    run 2 "$dswa" aot --arch sm_90 --dtype f16 --op samel --window 17 --shape 1,64,2 --rope-base 5 --rope-freq 1 &&
+        one_line "give one"
+    run 2 "$dswa" aot --arch sm_90 --dtype f16 --op samel --rope-freq 1 && one_line "need --shape"
     # all or nothing, and a full disk
     run 1 "$dswa" aot --arch sm_90 --dtype f16 --op samel -o x2.ptx --meta nodir/x.json && one_line "no output written"
     absent x2.ptx; no_temps

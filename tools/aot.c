@@ -54,7 +54,8 @@ void aot_print_help(FILE *f) {
         "                [--op diff_swa|samel] [--rot-dims R]\n"
         "                [--window W | --window-left L --window-right R] [--ptx-isa X.Y]\n"
         "                [--shape B,N,H [--scale S] [--lambda L] [--shared-v]\n"
-        "                 [--pos-offset P] [--rope-base F] [--q-alpha A] [--k-alpha A]]\n"
+        "                 [--pos-offset P] [--rope-base F | --rope-freq F0,F1,...]\n"
+        "                 [--q-alpha A] [--k-alpha A]]\n"
         "                [-o kernel.ptx] [--meta kernel.json]\n"
         "\n"
         "Exports the kernel the library launches, for TensorRT's AOT plugin path\n"
@@ -65,8 +66,9 @@ void aot_print_help(FILE *f) {
         "20 extras (N, the clamped windows, the float bits of scale and lambda, the element\n"
         "strides); out. The fused SAME-L block's (--op samel: DyT, RoPE and the op from the packed\n"
         "projection in one pass): x (B, N, 5*H*64), q_gamma, q_beta, k_gamma, k_beta (64 floats\n"
-        "each); 17 extras (N, the windows, scale, lambda, the strides, rot_dims, the float bits of\n"
-        "the RoPE base, pos_offset, the float bits of both alphas); out (B, N, H*64). The PTX was\n"
+        "each); 48 extras (N, the windows, scale, lambda, the strides, rot_dims, the float bits of\n"
+        "RoPE's 32 frequencies freq0 ... freq31 (rot_dims / 2 used, the rest 0), pos_offset, the\n"
+        "float bits of both alphas); out (B, N, H*64). The PTX was\n"
         "embedded in the library at build time.\n"
         "\n"
         "options:\n"
@@ -95,7 +97,10 @@ void aot_print_help(FILE *f) {
         "  --lambda L      with --shape: lambda (default 1)\n"
         "  --shared-v      with --shape, diff_swa: V is (B, N, H, 64), read by both pairs\n"
         "  --pos-offset P  with --shape, samel: the position of row 0 (default 0)\n"
-        "  --rope-base F   with --shape, samel: the RoPE base (default 10000)\n"
+        "  --rope-base F   with --shape, samel: the RoPE base (default 10000): frequencies\n"
+        "                  fp32(1 / F^(2j / rot_dims))\n"
+        "  --rope-freq F0,F1,...   with --shape, samel: RoPE's rot_dims / 2 frequencies as the\n"
+        "                  model holds them (row 1 of its rotary table), instead of a base\n"
         "  --q-alpha A, --k-alpha A   with --shape, samel: the DyT alphas (default 1)\n"
         "  -o FILE         write the PTX to FILE ('-': standard output)\n"
         "  --meta FILE     write the JSON metadata to FILE ('-': standard output)\n"
@@ -104,7 +109,8 @@ void aot_print_help(FILE *f) {
         "or neither (-o and --meta must name different files). Each option may be given once.\n"
         "The metadata's formulas use B (q.shape[0]), N (q.shape[1]), H (q.shape[2] / 2,\n"
         "the output heads), D (q.shape[3], 64); samel: B, N, H from x (B, N, 5*H*D), and the\n"
-        "attributes base (the RoPE base), POS (pos_offset), q_alpha, k_alpha; '//' is floor\n"
+        "attributes freq0 ... freq31 (RoPE's frequencies, 0 past rot_dims / 2), POS (pos_offset),\n"
+        "q_alpha, k_alpha; '//' is floor\n"
         "division; float_bits(x) is the int32 with the bits of the fp32 x.\n"
         "\n"
         "Exit status: 0; 1 when the export is unsupported (a build without nvcc, the op with\n"
@@ -117,11 +123,13 @@ static const char *kind_name(dswa_aot_param_kind k) {
     return k == DSWA_AOT_INPUT ? "input" : k == DSWA_AOT_EXTRA ? "int32" : "output";
 }
 
-/* The problem of --shape: the op's (p, shared_v) or the fused block's (sp); both NULL without. */
+/* The problem of --shape: the op's (p, shared_v) or the fused block's (sp, with its RoPE
+   frequencies resolved); both NULL without. */
 typedef struct aot_problem {
     const dswa_problem *p;
     int shared_v;
     const dswa_samel_problem *sp;
+    float freq[32];
 } aot_problem;
 
 /* The metadata as JSON, in memory (open_memstream), so that it is written whole or not at all. */
@@ -158,7 +166,8 @@ static char *meta_json(const dswa_aot_info *in, const char *ptx_file, const aot_
     if (samel)
         fputs("  \"vars\": {\"B\": \"batch, x.shape[0]\", \"N\": \"sequence length, x.shape[1]\", "
               "\"H\": \"heads, x.shape[2] / (5 * D)\", \"D\": \"head dim, q_gamma.shape[0] (must be 64)\", "
-              "\"base\": \"rope_base (an attribute)\", \"POS\": \"pos_offset (an attribute)\", "
+              "\"freqJ\": \"RoPE frequency J, J = 0 ... 31 (the attribute freq; 0 from J = rot_dims / 2 on)\", "
+              "\"POS\": \"pos_offset (an attribute)\", "
               "\"q_alpha\": \"q_norm.alpha (an attribute)\", \"k_alpha\": \"k_norm.alpha (an attribute)\"", f);
     else
         fputs("  \"vars\": {\"B\": \"batch, q.shape[0]\", \"N\": \"sequence length, q.shape[1]\", "
@@ -198,12 +207,14 @@ static char *meta_json(const dswa_aot_info *in, const char *ptx_file, const aot_
         fprintf(f, ",\n  \"problem\": {\"batch\": %d, \"seq_len\": %d, \"heads\": %d, \"shared_v\": %s, "
                    "\"scale\": %.9g, \"lambda\": %.9g}", pr->p->batch, pr->p->seq_len, pr->p->heads,
                 pr->shared_v ? "true" : "false", (double)pr->p->scale, (double)pr->p->lambda);
-    if (in->has_problem && pr->sp)
+    if (in->has_problem && pr->sp) {
         fprintf(f, ",\n  \"problem\": {\"batch\": %d, \"seq_len\": %d, \"heads\": %d, \"scale\": %.9g, "
-                   "\"lambda\": %.9g, \"rope_base\": %.9g, \"pos_offset\": %d, \"q_alpha\": %.9g, "
-                   "\"k_alpha\": %.9g}", pr->sp->batch, pr->sp->seq_len, pr->sp->heads, (double)pr->sp->scale,
-                (double)pr->sp->lambda, (double)pr->sp->rope_base, (int)pr->sp->pos_offset,
+                   "\"lambda\": %.9g, \"rope_freq\": [", pr->sp->batch, pr->sp->seq_len, pr->sp->heads,
+                (double)pr->sp->scale, (double)pr->sp->lambda);
+        for (int j = 0; j < pr->sp->rot_dims / 2; j++) fprintf(f, "%s%.9g", j ? ", " : "", (double)pr->freq[j]);
+        fprintf(f, "], \"pos_offset\": %d, \"q_alpha\": %.9g, \"k_alpha\": %.9g}", (int)pr->sp->pos_offset,
                 (double)pr->sp->q_norm.alpha, (double)pr->sp->k_norm.alpha);
+    }
     if (in->has_problem)
         fprintf(f, ",\n  \"grid_values\": [%u, %u, %u]", in->grid_dims[0], in->grid_dims[1], in->grid_dims[2]);
     fputs("\n}\n", f);
@@ -222,11 +233,39 @@ static int parse_float(const char *s, float *out) {
     return 0;
 }
 
+/* --rope-freq: exactly rot / 2 comma-separated numbers. */
+static int parse_float_list(const char *cmd, const char *s, int64_t rot, float *out) {
+    const int want = rot % 2 == 0 && rot <= 64 ? (int)(rot / 2) : -1;
+    char buf[32];
+    int n = 0;
+    for (const char *a = s;; n++) {
+        const char *b = strchr(a, ',');
+        size_t len = b ? (size_t)(b - a) : strlen(a);
+        if (len >= sizeof buf || n >= 32) break;
+        memcpy(buf, a, len);
+        buf[len] = 0;
+        if (parse_float(buf, &out[n])) {
+            cli_usage_error(cmd, "--rope-freq: '%s' is not a number", buf);
+            return -1;
+        }
+        if (!b) {
+            n++;
+            if (n == want) return 0;
+            break;
+        }
+        a = b + 1;
+    }
+    if (want < 0) cli_usage_error(cmd, "--rope-freq needs an even --rot-dims from 0 to 64 (not %lld)", (long long)rot);
+    else cli_usage_error(cmd, "--rope-freq %s: must be rot_dims / 2 = %d comma-separated numbers", s, want);
+    return -1;
+}
+
 int cmd_aot(int argc, char **argv) {
     const char *cmd = "aot";
     const char *arch = NULL, *dtype_s = NULL, *math_s = NULL, *isa = NULL, *out_path = NULL, *meta_path = NULL;
     const char *win = NULL, *wl_s = NULL, *wr_s = NULL, *shape_s = NULL, *scale_s = NULL, *lambda_s = NULL;
-    const char *op_s = NULL, *rot_s = NULL, *pos_s = NULL, *base_s = NULL, *qa_s = NULL, *ka_s = NULL;
+    const char *op_s = NULL, *rot_s = NULL, *pos_s = NULL, *base_s = NULL, *freq_s = NULL, *qa_s = NULL;
+    const char *ka_s = NULL;
     int shared_v = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -254,6 +293,7 @@ int cmd_aot(int argc, char **argv) {
         OPT("--rot-dims", rot_s)
         OPT("--pos-offset", pos_s)
         OPT("--rope-base", base_s)
+        OPT("--rope-freq", freq_s)
         OPT("--q-alpha", qa_s)
         OPT("--k-alpha", ka_s)
         OPT("--meta", meta_path)
@@ -294,15 +334,17 @@ int cmd_aot(int argc, char **argv) {
     if (op_s && strcmp(op_s, "diff_swa") && strcmp(op_s, "samel"))
         return cli_usage_error(cmd, "--op: '%s' is not diff_swa or samel", op_s); /* (bench's words) */
     const int samel = op_s && !strcmp(op_s, "samel");
-    if (!samel && (rot_s || pos_s || base_s || qa_s || ka_s))
-        return cli_usage_error(cmd, "--rot-dims, --pos-offset, --rope-base, --q-alpha and --k-alpha describe the "
-                               "fused block: they need --op samel");
+    if (!samel && (rot_s || pos_s || base_s || freq_s || qa_s || ka_s))
+        return cli_usage_error(cmd, "--rot-dims, --pos-offset, --rope-base, --rope-freq, --q-alpha and --k-alpha "
+                               "describe the fused block: they need --op samel");
+    if (base_s && freq_s)
+        return cli_usage_error(cmd, "--rope-base and --rope-freq both give RoPE's frequencies: give one");
     if (samel && shared_v)
         return cli_usage_error(cmd, "--shared-v: the fused block's V is a chunk of the packed input, always read "
                                "by both pairs");
-    if (!shape_s && (shared_v || scale_s || lambda_s || pos_s || base_s || qa_s || ka_s))
-        return cli_usage_error(cmd, "--shared-v, --scale, --lambda, --pos-offset, --rope-base, --q-alpha and "
-                               "--k-alpha describe a problem: they need --shape");
+    if (!shape_s && (shared_v || scale_s || lambda_s || pos_s || base_s || freq_s || qa_s || ka_s))
+        return cli_usage_error(cmd, "--shared-v, --scale, --lambda, --pos-offset, --rope-base, --rope-freq, "
+                               "--q-alpha and --k-alpha describe a problem: they need --shape");
     int64_t rot = 32; /* SAME-L's; the library refuses odd values and values above 64 */
     if (rot_s && cli_parse_i64(rot_s, 0, INT32_MAX, &rot))
         return cli_usage_error(cmd, "--rot-dims: '%s' is not an integer from 0 to 2^31 - 1", rot_s);
@@ -314,7 +356,7 @@ int cmd_aot(int argc, char **argv) {
     dswa_status s;
     dswa_problem p;
     dswa_samel_problem sp;
-    aot_problem pr = {NULL, shared_v, NULL};
+    aot_problem pr = {NULL, shared_v, NULL, {0}};
     if (shape_s) {
         int64_t v[3], pos = 0;
         float scale = 0.125f, lambda = 1.0f, base = 10000.0f, qa = 1.0f, ka = 1.0f;
@@ -328,6 +370,8 @@ int cmd_aot(int argc, char **argv) {
             if (fs[k] && parse_float(fs[k], fv[k])) return cli_usage_error(cmd, "%s %s: must be a number", fn[k], fs[k]);
         if (pos_s && cli_parse_i64(pos_s, 0, INT32_MAX, &pos))
             return cli_usage_error(cmd, "--pos-offset: '%s' is not an integer from 0 to 2^31 - 1", pos_s);
+        if (samel && freq_s && parse_float_list(cmd, freq_s, rot, pr.freq)) return 2;
+        if (samel && !freq_s && rot % 2 == 0 && rot <= 64) dswa_rope_frequencies((int32_t)rot, base, pr.freq);
         if (samel) {
             sp = dswa_samel_problem_default((int32_t)v[0], (int32_t)v[1], (int32_t)v[2]);
             sp.window_left = wl;
@@ -338,6 +382,7 @@ int cmd_aot(int argc, char **argv) {
             sp.lambda = lambda;
             sp.rot_dims = (int32_t)rot;
             sp.rope_base = base;
+            sp.rope_freq = freq_s ? pr.freq : NULL;
             sp.pos_offset = (int32_t)pos;
             sp.q_norm.alpha = qa;
             sp.k_norm.alpha = ka;

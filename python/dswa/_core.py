@@ -70,14 +70,56 @@ def check_args(q, k, v, out, heads):
     return B, N, H, D, vs != qs
 
 
-def options(D, window, window_left, window_right, scale, lam, math):
-    """(window_left, window_right, scale, lam, math code) with the defaults filled in."""
-    if math not in _lib.MATH:
+_CONSTANT = {}
+
+
+def _constant(fn, *args):
+    """fn(*args) where torch.compile may be tracing (a host function it cannot trace: a
+    library call, a torch setting): a constant of the graph there, computed at trace time."""
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "compiler"):
+        return fn(*args)
+    if fn not in _CONSTANT:
+        _CONSTANT[fn] = torch.compiler.assume_constant_result(fn)
+    return _CONSTANT[fn](*args)
+
+
+def _float32_precision():
+    return sys.modules["torch"].get_float32_matmul_precision()
+
+
+def float32_math(math, x, windows=None):
+    """The math for these inputs: `math` as given; None: for float32 torch tensors, torch's
+    float32 precision (torch.get_float32_matmul_precision(): "highest" gives "fp32", fp32-
+    accurate as torch's own float32 matmuls; "high" and "medium" give "tf32"), else "default".
+    windows (N, window_left, window_right): the op's, whose fp32-accurate CUDA kernel is the
+    band kernel only: where the library has none (dswa_kernel_name), "tf32"."""
+    if math is not None:
+        return math
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(x, torch.Tensor) or x.dtype != torch.float32:
+        return "default"
+    if _constant(_float32_precision) != "highest":
+        return "tf32"
+    if windows is not None and x.is_cuda:
+        N, wl, wr = windows
+        p = _lib.lib().dswa_problem_default(1, max(N, 1), 1, 64, 0)
+        p.window_left, p.window_right, p.math = wl, wr, _lib.MATH["fp32"]
+        if _lib.lib().dswa_kernel_name(ctypes.byref(p)) is None:
+            return "tf32"
+    return "fp32"
+
+
+def options(D, window, window_left, window_right, scale, lam, math, x=None, N=None):
+    """(window_left, window_right, scale, lam, math code) with the defaults filled in; math
+    None: float32_math for x (the op's windows when N is given)."""
+    if math is not None and math not in _lib.MATH:
         raise ValueError(f"dswa: math = {math!r}: expected one of {', '.join(_lib.MATH)}")
     wl = window if window_left is None else window_left
     wr = window if window_right is None else window_right
     for name, w in (("window_left", wl), ("window_right", wr)):
         _int32(name, w)
+    math = float32_math(math, x, None if N is None else (N, int(wl), int(wr)))
     if scale is None:
         scale = D ** -0.5 if D > 0 else 1.0
     return int(wl), int(wr), float(scale), float(lam), _lib.MATH[math]
@@ -260,25 +302,49 @@ def samel_out_shape(x, q_gamma):
     return s[:2] + ((s[2] // 5,) if len(s) == 3 else (s[3] * s[4],))
 
 
+def _number(name, a):
+    try:
+        return float(a)
+    except (TypeError, ValueError):
+        raise ValueError(f"dswa: {name} = {a!r}: must be a number") from None
+
+
+def rope_freq(rot, base, freq):
+    """RoPE's rot // 2 frequencies as a tuple of floats: `freq` as given (any sequence or
+    1-D array / tensor of rot // 2 numbers: the model's own, e.g. its inv_freq), else the
+    library's fp32(base^(-2j / rot)) (dswa_rope_frequencies, which refuses a bad base or
+    rot_dims)."""
+    if freq is None:
+        return _constant(_lib.rope_frequencies, rot, _number("base", base))
+    if hasattr(freq, "tolist"):
+        freq = freq.tolist()
+    try:
+        freq = tuple(freq)
+    except TypeError:
+        raise ValueError(f"dswa: freq = {freq!r}: must be a sequence of rot_dims / 2 "
+                         "numbers") from None
+    if len(freq) != max(rot, 0) // 2:
+        raise ValueError(f"dswa: freq has {len(freq)} values: rot_dims = {rot} needs "
+                         f"rot_dims / 2 = {max(rot, 0) // 2}")
+    return tuple(_number(f"freq[{j}]", f) for j, f in enumerate(freq))
+
+
 def samel_options(D, window, window_left, window_right, scale, lam, math, rot_dims, base,
-                  pos_offset, q_alpha, k_alpha):
-    """The block's settings with the defaults filled in (scale 1/sqrt(D), rot_dims D // 2):
-    (wl, wr, scale, lam, math code, rot_dims, base, pos_offset, q_alpha, k_alpha)."""
-    wl, wr, scale, lam, m = options(D, window, window_left, window_right, scale, lam, math)
+                  pos_offset, q_alpha, k_alpha, freq=None, x=None):
+    """The block's settings with the defaults filled in (scale 1/sqrt(D), rot_dims D // 2,
+    RoPE's frequencies from base unless freq gives them, math None: float32_math for x):
+    (wl, wr, scale, lam, math code, rot_dims, freq tuple, pos_offset, q_alpha, k_alpha)."""
+    wl, wr, scale, lam, m = options(D, window, window_left, window_right, scale, lam, math, x)
     rot = _int32("rot_dims", D // 2 if rot_dims is None else rot_dims)
     pos = _int32("pos_offset", pos_offset)
-    vals = []
-    for name, a in (("base", base), ("q_alpha", q_alpha), ("k_alpha", k_alpha)):
-        try:
-            vals.append(float(a))
-        except (TypeError, ValueError):
-            raise ValueError(f"dswa: {name} = {a!r}: must be a number") from None
-    return (wl, wr, scale, lam, m, rot, vals[0], pos, vals[1], vals[2])
+    qa, ka = _number("q_alpha", q_alpha), _number("k_alpha", k_alpha)
+    return (wl, wr, scale, lam, m, rot, rope_freq(rot, base, freq), pos, qa, ka)
 
 
-def _samel_problem(x, norms, out, q_alpha, k_alpha, wl, wr, scale, lam, math, rot_dims, base,
+def _samel_problem(x, norms, out, q_alpha, k_alpha, wl, wr, scale, lam, math, rot_dims, freq,
                    pos_offset):
-    """(dswa_samel_problem for these arrays or tensors, ptr, whether CUDA, torch or None)."""
+    """(dswa_samel_problem for these arrays or tensors, ptr, whether CUDA, torch or None);
+    freq: RoPE's rot_dims / 2 frequencies (samel_options), held by the problem."""
     B, N, H, D = samel_check_args(x, norms, out, None)
     for name, v in (("batch", B), ("seq_len", N), ("heads", H), ("head_dim", D)):
         _int32(name, v)
@@ -296,8 +362,11 @@ def _samel_problem(x, norms, out, q_alpha, k_alpha, wl, wr, scale, lam, math, ro
     qg, qb, kg, kb = (ptr(t) for t in norms)
     p = _lib.SamelProblem(B, N, H, D, wl, wr, scale, lam, DTYPES[_dtype_name(x)], math,
                           _samel_layout(strides(x), H, D), _out_layout(strides(out), D),
-                          rot_dims, base, pos_offset, _samel_norm(q_alpha, qg, qb, x, "q_alpha"),
+                          rot_dims, 10000.0, None, pos_offset,
+                          _samel_norm(q_alpha, qg, qb, x, "q_alpha"),
                           _samel_norm(k_alpha, kg, kb, x, "k_alpha"))
+    p.freq = (ctypes.c_float * max(len(freq), 1))(*freq)   # (kept alive with the problem)
+    p.rope_freq = ctypes.cast(p.freq, ctypes.c_void_p)
     return p, ptr, cuda, torch
 
 
@@ -314,14 +383,14 @@ def _out_layout(os_, D):
             else _lib.Layout(os_[0], os_[1], 0, os_[2], os_[3]))
 
 
-def samel_launcher(x, norms, out, q_alpha, k_alpha, wl, wr, scale, lam, math, rot_dims, base,
+def samel_launcher(x, norms, out, q_alpha, k_alpha, wl, wr, scale, lam, math, rot_dims, freq,
                    pos_offset, stream=None):
     """A no-argument callable running the fused block on these arrays (numpy) or tensors
     (torch, CPU or CUDA) with the problem and pointers built once; it returns `out`. CUDA: on
     `stream`, by default torch's current stream of x's device at this call. The library checks
     the settings (dswa_samel_validate) and says what it refuses."""
     p, ptr, cuda, torch = _samel_problem(x, norms, out, q_alpha, k_alpha, wl, wr, scale, lam,
-                                         math, rot_dims, base, pos_offset)
+                                         math, rot_dims, freq, pos_offset)
     L = _lib.lib()
     args = (ctypes.byref(p), ptr(x), ptr(out))
     if cuda:
@@ -339,7 +408,7 @@ def samel_launcher(x, norms, out, q_alpha, k_alpha, wl, wr, scale, lam, math, ro
 
 
 def samel_backward_run(x, norms, dout, dx, grads, q_alpha, k_alpha, wl, wr, scale, lam, math,
-                       rot_dims, base, pos_offset):
+                       rot_dims, freq, pos_offset):
     """The fused block's backward (torch tensors): dx (x's shape, any strides) gets the
     gradient of all five chunks; grads, six float32 tensors on x's device (dq_alpha: 1 element,
     dq_gamma, dq_beta, dk_alpha: 1 element, dk_gamma, dk_beta: D each), the norms'. dout:
@@ -349,7 +418,7 @@ def samel_backward_run(x, norms, dout, dx, grads, q_alpha, k_alpha, wl, wr, scal
     (_samel_norm)."""
     import torch
     p, ptr, cuda, _ = _samel_problem(x, norms, dout, q_alpha, k_alpha, wl, wr, scale, lam, math,
-                                     rot_dims, base, pos_offset)
+                                     rot_dims, freq, pos_offset)
     B, N, H, D = p.batch, p.seq_len, p.heads, p.head_dim
     L = _lib.lib()
     bp = L.dswa_samel_backward_problem_default(ctypes.byref(p))

@@ -54,7 +54,8 @@ class SamelProblem(_c.Structure):              # dswa_samel_problem
                 ("scale", _c.c_float), ("lambda_", _c.c_float),
                 ("dtype", _c.c_int), ("math", _c.c_int),
                 ("qkv", SamelLayout), ("out", Layout),
-                ("rot_dims", _c.c_int32), ("rope_base", _c.c_float), ("pos_offset", _c.c_int32),
+                ("rot_dims", _c.c_int32), ("rope_base", _c.c_float),
+                ("rope_freq", _c.c_void_p), ("pos_offset", _c.c_int32),
                 ("q_norm", SamelNorm), ("k_norm", SamelNorm)]
 
 
@@ -85,7 +86,7 @@ class AotInfo(_c.Structure):                   # dswa_aot_info
                 ("dtype", _c.c_int), ("math", _c.c_int), ("head_dim", _c.c_int),
                 ("window_left", _c.c_int32), ("window_right", _c.c_int32),
                 ("n_params", _c.c_int), ("n_inputs", _c.c_int), ("n_extras", _c.c_int),
-                ("n_outputs", _c.c_int), ("params", AotParam * 24),
+                ("n_outputs", _c.c_int), ("params", AotParam * 54),
                 ("block", _c.c_uint * 3), ("shared_bytes", _c.c_uint),
                 ("dynamic_shared_bytes", _c.c_uint), ("grid", _c.c_char_p * 3),
                 ("has_problem", _c.c_int), ("grid_dims", _c.c_uint * 3),
@@ -123,6 +124,7 @@ _SIGNATURES = [
     ("dswa_backward_problem_default", BackwardProblem, [_P]),
     ("dswa_forward_cuda", _c.c_int, [_P, _vp, _vp, _vp, _vp, _vp]),
     ("dswa_forward_cpu", _c.c_int, [_P, _vp, _vp, _vp, _vp]),
+    ("dswa_kernel_name", _c.c_char_p, [_P]),
     ("dswa_validate", _c.c_int, [_P, _vp, _vp, _vp, _vp]),
     ("dswa_last_error", _c.c_char_p, []),
     ("dswa_status_string", _c.c_char_p, [_c.c_int]),
@@ -138,6 +140,7 @@ _SIGNATURES = [
     ("dswa_aot_kernel_for", _c.c_int, [_c.c_char_p, _P, _c.POINTER(AotInfo)]),
     ("dswa_aot_info_free", None, [_c.POINTER(AotInfo)]),
     ("dswa_samel_problem_default", SamelProblem, [_c.c_int32] * 3),
+    ("dswa_rope_frequencies", _c.c_int, [_c.c_int32, _c.c_float, _c.POINTER(_c.c_float)]),
     ("dswa_samel_validate", _c.c_int, [_SP, _vp, _vp]),
     ("dswa_samel_forward_cpu", _c.c_int, [_SP, _vp, _vp]),
     ("dswa_samel_forward_cuda", _c.c_int, [_SP, _vp, _vp, _vp]),
@@ -376,3 +379,12 @@ def aot_samel_kernel_for(arch, problem):
     """Exactly the fused kernel dswa_samel_forward_cuda launches for `problem` (a
     SamelProblem), values and grid filled in: dswa_aot_samel_kernel_for."""
     return _export("dswa_aot_samel_kernel_for", _arch(arch), _c.byref(problem))
+
+
+def rope_frequencies(rot_dims, base):
+    """RoPE's rot_dims / 2 frequencies for a base, as the library fills them (upstream's float32
+    inv_freq, fp32(base^(-2j / rot_dims))): dswa_rope_frequencies, as a tuple of floats."""
+    n = max(int(rot_dims), 0) // 2
+    out = (_c.c_float * max(n, 1))()
+    check(lib().dswa_rope_frequencies(int(rot_dims), float(base), out))
+    return tuple(out[:n])

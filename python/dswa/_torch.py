@@ -10,8 +10,11 @@ and v (lam is a float argument, so it gets none). dswa::samel_attention and
 dswa::samel_attention_tensor_alpha have one too: their backward is the custom op
 dswa::samel_attention_backward (dswa_samel_backward_cpu / dswa_samel_backward_cuda), giving
 the gradients of x and of the norms' gamma and beta, and, for the op whose alphas are tensors,
-of the alphas. The _out variants are forward only.
+of the alphas. The _out variants are forward only. The fused ops take RoPE's rot_dims / 2
+frequencies as a list of floats (`freq`: the model's own, or dswa_rope_frequencies of a base).
 """
+from typing import List
+
 import torch
 
 from . import _core
@@ -86,10 +89,10 @@ def _(q, k, v, out, window_left, window_right, scale, lam, math):
 
 
 def _run_samel(x, norms, out, q_alpha, k_alpha, heads, window_left, window_right, scale, lam,
-               rot_dims, base, pos_offset, math):
+               rot_dims, freq, pos_offset, math):
     _core.samel_check_args(x, norms, out, heads)
     run = _core.samel_launcher(x, norms, out, q_alpha, k_alpha, window_left, window_right, scale,
-                               lam, math, rot_dims, base, pos_offset)
+                               lam, math, rot_dims, freq, pos_offset)
     if x.is_cuda:
         with torch.cuda.device(x.device):
             run()
@@ -100,20 +103,20 @@ def _run_samel(x, norms, out, q_alpha, k_alpha, heads, window_left, window_right
 @torch.library.custom_op("dswa::samel_attention", mutates_args=())
 def samel_attention(x: Tensor, q_gamma: Tensor, q_beta: Tensor, k_gamma: Tensor, k_beta: Tensor,
                     q_alpha: float, k_alpha: float, heads: int, window_left: int,
-                    window_right: int, scale: float, lam: float, rot_dims: int, base: float,
+                    window_right: int, scale: float, lam: float, rot_dims: int, freq: List[float],
                     pos_offset: int, math: int) -> Tensor:
     """The fused SAME-L block: out (B, N, H*D), contiguous, from the packed projection x
     (B, N, 5*H*D) or (B, N, 5, H, D), any strides; the norms' weights float32 (D,)."""
     norms = (q_gamma, q_beta, k_gamma, k_beta)
     out = x.new_empty(_core.samel_out_shape(x, q_gamma))
     _run_samel(x, norms, out, q_alpha, k_alpha, heads, window_left, window_right, scale, lam,
-               rot_dims, base, pos_offset, math)
+               rot_dims, freq, pos_offset, math)
     return out
 
 
 @samel_attention.register_fake
 def _(x, q_gamma, q_beta, k_gamma, k_beta, q_alpha, k_alpha, heads, window_left, window_right,
-      scale, lam, rot_dims, base, pos_offset, math):
+      scale, lam, rot_dims, freq, pos_offset, math):
     _core.samel_check_args(x, (q_gamma, q_beta, k_gamma, k_beta), None, heads)
     return x.new_empty(_core.samel_out_shape(x, q_gamma))
 
@@ -122,7 +125,7 @@ def _(x, q_gamma, q_beta, k_gamma, k_beta, q_alpha, k_alpha, heads, window_left,
 def samel_attention_tensor_alpha(x: Tensor, q_gamma: Tensor, q_beta: Tensor, k_gamma: Tensor,
                                  k_beta: Tensor, q_alpha: Tensor, k_alpha: Tensor, heads: int,
                                  window_left: int, window_right: int, scale: float, lam: float,
-                                 rot_dims: int, base: float, pos_offset: int,
+                                 rot_dims: int, freq: List[float], pos_offset: int,
                                  math: int) -> Tensor:
     """dswa::samel_attention with the alphas as 1-element float32 tensors (on x's device or
     the CPU), so that autograd gives them gradients. The kernels read an alpha on x's device
@@ -131,13 +134,13 @@ def samel_attention_tensor_alpha(x: Tensor, q_gamma: Tensor, q_beta: Tensor, k_g
     norms = (q_gamma, q_beta, k_gamma, k_beta)
     out = x.new_empty(_core.samel_out_shape(x, q_gamma))
     _run_samel(x, norms, out, q_alpha.detach(), k_alpha.detach(), heads, window_left,
-               window_right, scale, lam, rot_dims, base, pos_offset, math)
+               window_right, scale, lam, rot_dims, freq, pos_offset, math)
     return out
 
 
 @samel_attention_tensor_alpha.register_fake
 def _(x, q_gamma, q_beta, k_gamma, k_beta, q_alpha, k_alpha, heads, window_left, window_right,
-      scale, lam, rot_dims, base, pos_offset, math):
+      scale, lam, rot_dims, freq, pos_offset, math):
     _core.samel_check_args(x, (q_gamma, q_beta, k_gamma, k_beta), None, heads)
     _core.samel_check_alpha(q_alpha, "q_alpha")
     _core.samel_check_alpha(k_alpha, "k_alpha")
@@ -148,7 +151,7 @@ def _(x, q_gamma, q_beta, k_gamma, k_beta, q_alpha, k_alpha, heads, window_left,
 def samel_attention_backward(dout: Tensor, x: Tensor, q_gamma: Tensor, q_beta: Tensor,
                              k_gamma: Tensor, k_beta: Tensor, q_alpha: Tensor, k_alpha: Tensor,
                              heads: int, window_left: int, window_right: int, scale: float,
-                             lam: float, rot_dims: int, base: float, pos_offset: int,
+                             lam: float, rot_dims: int, freq: List[float], pos_offset: int,
                              math: int) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
                                                  Tensor]:
     """The fused block's gradients for dout = dL/d(out) ((B, N, H*D) or (B, N, H, D), any
@@ -166,17 +169,17 @@ def samel_attention_backward(dout: Tensor, x: Tensor, q_gamma: Tensor, q_beta: T
     if x.is_cuda:
         with torch.cuda.device(x.device):
             _core.samel_backward_run(x, norms, dout, dx, grads, qa, ka, window_left,
-                                     window_right, scale, lam, math, rot_dims, base, pos_offset)
+                                     window_right, scale, lam, math, rot_dims, freq, pos_offset)
     else:
         _core.samel_backward_run(x, norms, dout, dx, grads, qa, ka, window_left, window_right,
-                                 scale, lam, math, rot_dims, base, pos_offset)
+                                 scale, lam, math, rot_dims, freq, pos_offset)
     dqa, dqg, dqb, dka, dkg, dkb = grads
     return dx, dqg, dqb, dkg, dkb, dqa, dka
 
 
 @samel_attention_backward.register_fake
 def _(dout, x, q_gamma, q_beta, k_gamma, k_beta, q_alpha, k_alpha, heads, window_left,
-      window_right, scale, lam, rot_dims, base, pos_offset, math):
+      window_right, scale, lam, rot_dims, freq, pos_offset, math):
     _core.samel_check_args(x, (q_gamma, q_beta, k_gamma, k_beta), dout, heads)
     _core.samel_check_alpha(q_alpha, "q_alpha")
     _core.samel_check_alpha(k_alpha, "k_alpha")
@@ -218,14 +221,14 @@ samel_attention_tensor_alpha.register_autograd(_samel_backward,
 def samel_attention_out(x: Tensor, q_gamma: Tensor, q_beta: Tensor, k_gamma: Tensor,
                         k_beta: Tensor, out: Tensor, q_alpha: float, k_alpha: float, heads: int,
                         window_left: int, window_right: int, scale: float, lam: float,
-                        rot_dims: int, base: float, pos_offset: int, math: int) -> None:
+                        rot_dims: int, freq: List[float], pos_offset: int, math: int) -> None:
     """The same, written into `out` ((B, N, H*D) or (B, N, H, D), any strides)."""
     _run_samel(x, (q_gamma, q_beta, k_gamma, k_beta), out, q_alpha, k_alpha, heads, window_left,
-               window_right, scale, lam, rot_dims, base, pos_offset, math)
+               window_right, scale, lam, rot_dims, freq, pos_offset, math)
 
 
 @samel_attention_out.register_fake
 def _(x, q_gamma, q_beta, k_gamma, k_beta, out, q_alpha, k_alpha, heads, window_left,
-      window_right, scale, lam, rot_dims, base, pos_offset, math):
+      window_right, scale, lam, rot_dims, freq, pos_offset, math):
     _core.samel_check_args(x, (q_gamma, q_beta, k_gamma, k_beta), out, heads)
     return None

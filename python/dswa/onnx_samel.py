@@ -12,7 +12,10 @@ that build the node's (B, N, 2H, D) q and k - is replaced by one node
 
 with the `config` attribute of dswa.trt.samel_config (windows, scale, lambda and math from the
 old node's config, or SAME-L's where it has none, as the published graphs' nodes, which carry
-only num_heads, checked against the projection's heads; rot_dims, base and pos_offset from the RoPE angles; q_alpha and k_alpha
+only num_heads, checked against the projection's heads; rot_dims, pos_offset and RoPE's
+frequencies from the RoPE angles (the model's own: a model cast whole to float16 or bfloat16
+has them rounded to 16 bits; `base` is the best fit, and `freq` is written where they are not
+its float32 ones); q_alpha and k_alpha
 from the norms' initializers), followed by a Reshape to the old node's (B, N, H, D) output
 (TensorRT folds it). The weights are fp32 (D,) initializers (the norms' own when they are
 that already). Nodes left without a consumer by the rewrite are removed.
@@ -23,8 +26,8 @@ a table) within these limits, each refused with a message naming what did not ma
 come from a Split/Slice/Gather of one tensor (the packed X); q and k must each pass through
 DyT norms of one (alpha, gamma, beta), Tanh(Mul(alpha, .)) then Mul by gamma and Add of
 beta, all constant; the RoPE angles (the input of every Cos and Sin) must be one table,
-positions pos_offset + i times base^(-2f / rot_dims), repeated twice (non-interleaved), and
-depend on nothing but constants and shapes.
+float32 positions pos_offset + i times fixed frequencies, repeated twice (non-interleaved),
+and depend on nothing but constants and shapes.
 
 Verification (on by default): the matched subgraph, cut out as it stands (the old node run on
 the library's CPU backend), and the fused node (dswa_samel_forward_cpu) run on the same random
@@ -41,7 +44,7 @@ import sys
 
 import numpy as np
 
-from . import trt
+from . import _lib, trt
 
 DOMAIN, OP = trt.PLUGIN_ID.split("::")                # the op's node: samel::diff_attn_swa
 FUSED_DOMAIN, FUSED = trt.SAMEL_PLUGIN_ID.split("::")  # the fused node: samel::samel_attention
@@ -95,7 +98,7 @@ def reference_ops():
                                                                    k_beta)),
                 q_alpha=c.q_alpha, k_alpha=c.k_alpha, window_left=c.window_left,
                 window_right=c.window_right, scale=c.scale, lam=c.lam, rot_dims=c.rot_dims,
-                base=c.base, pos_offset=c.pos_offset, math=c.math),)
+                freq=c.frequencies(), pos_offset=c.pos_offset, math=c.math),)
 
     DiffAttnSwa.__name__, SamelAttention.__name__ = OP, FUSED   # the op_type they implement
     return [DiffAttnSwa, SamelAttention]
@@ -356,8 +359,10 @@ def _dims(G, node, name, sizes):
 
 
 def _angles(table, n):
-    """(rot_dims, base, pos_offset) of a RoPE angle table whose last axis is the rotated dims
-    and one other axis of size n the positions."""
+    """(rot_dims, base, freq, pos_offset) of a RoPE angle table whose last axis is the rotated
+    dims and one other axis of size n the positions: upstream's fp32(fp32(pos) * inv_freq),
+    whatever inv_freq holds (float32, or rounded to 16 bits by a model cast whole). freq: the
+    rot_dims / 2 frequencies read from the table, None where they are base's float32 ones."""
     t = np.asarray(table, np.float64)
     rot = t.shape[-1]
     axes = [a for a in range(t.ndim - 1) if t.shape[a] == n]
@@ -378,7 +383,7 @@ def _angles(table, n):
     if pos is None or not np.allclose(pos, np.round(pos), atol=1e-3):
         raise ValueError("the RoPE angles are not integer positions times the frequencies")
     pos0 = int(round(pos[0]))
-    if c > 1:
+    if c > 1:          # the base that fits best: the config's `base`, and a candidate below
         f = np.arange(1, c)
         lb = -np.sum(np.log(inv[1:] / inv[0]) * (2 * f / rot)) / np.sum((2 * f / rot) ** 2)
         base = float(np.exp(lb))
@@ -386,19 +391,33 @@ def _angles(table, n):
             base = float(round(base))
     else:
         base = 10000.0
-    # The fused block computes the angles in float32 (dswa.h): fp32(pos * fp32(base^(-2f/rot))).
-    # A table in a lower precision (a bfloat16 inv_freq) drifts from that by a growing amount
-    # at later positions, beyond what a check at n positions would show: refused here.
-    inv32 = (float(base) ** (-2.0 * np.arange(c) / rot)).astype(np.float32)
-    want = (np.float32(pos0) + np.arange(n, dtype=np.float32))[:, None] * inv32[None, :]
-    want = np.concatenate([want, want], 1).astype(np.float64)
-    err = np.abs(t - want) / (np.abs(want) + 1.0)
-    if not err.max() <= 1e-6:
-        raise ValueError(f"the RoPE angles differ from float32 positions {pos0} + i times "
-                         f"base^(-2f / {rot}) with base {base:g} by up to {err.max():.2g} "
-                         "(relative): the fused block computes them in float32 (was inv_freq "
-                         "rounded to a 16-bit type?)")
-    return rot, base, pos0
+    # The fused block computes fp32(fp32(pos) * freq[j]). From position 0, row 1 is the
+    # frequencies exactly; from another, the base's float32 ones or their 16-bit roundings
+    # where they fit, else row 0 / pos0. Then the whole table is checked against them.
+    inv32 = np.asarray(_lib.rope_frequencies(rot, base), np.float32)
+    cands = ([t[1, :c].astype(np.float32)] if pos0 == 0 else
+             [inv32, inv32.astype(np.float16).astype(np.float32), _bf16(inv32),
+              (t[0, :c] / pos0).astype(np.float32)])
+    positions = np.float32(pos0) + np.arange(n, dtype=np.float32)
+    errs = []
+    for cand in cands:
+        want = (positions[:, None] * cand[None, :]).astype(np.float64)
+        want = np.concatenate([want, want], 1)
+        errs.append(float(np.max(np.abs(t - want) / (np.abs(want) + 1.0))))
+    k = int(np.argmin(errs))
+    if not errs[k] <= 1e-6:
+        raise ValueError(f"the RoPE angles are not float32 positions {pos0} + i times fixed "
+                         f"frequencies: they differ from that by up to {errs[k]:.2g} (relative; "
+                         "a 16-bit table, or interpolation that rounds otherwise?)")
+    freq = tuple(float(v) for v in cands[k])
+    return rot, base, None if np.array_equal(cands[k], inv32) else freq, pos0
+
+
+def _bf16(a):
+    """float32 a rounded to bfloat16 (nearest even), as float32 (numpy has no bfloat16)."""
+    b = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
+    return b.astype(np.uint32).view(np.float32)
 
 
 def _match(G, node, verify, rng):
@@ -481,19 +500,19 @@ def _match(G, node, verify, rng):
     tables = [np.asarray(G.const(t), np.float32) if t in G.inits else got[t] for t in trig]
     try:
         if not tables:
-            rot, base, pos = 0, 10000.0, 0
+            rot, base, freq, pos = 0, 10000.0, None, 0
         else:
             for t, v in zip(trig[1:], tables[1:]):
                 if np.shape(v) != np.shape(tables[0]) or not np.array_equal(v, tables[0]):
                     raise ValueError(f"the Cos/Sin inputs {trig[0]} and {t} differ: one table of "
                                      "angles is expected")
-            rot, base, pos = _angles(tables[0], N)
+            rot, base, freq, pos = _angles(tables[0], N)
     except ValueError as e:
         _fail(node, str(e))
     try:
         sc = trt.samel_config(window_left=op.window_left, window_right=op.window_right,
                               scale=op.scale, lam=op.lam, math=op.math, rot_dims=rot, base=base,
-                              pos_offset=pos, q_alpha=qn[0], k_alpha=kn[0])
+                              freq=freq, pos_offset=pos, q_alpha=qn[0], k_alpha=kn[0])
     except ValueError as e:
         _fail(node, f"the block's settings are refused: {e}")
     found = dict(x=x, H=H, D=D, config=sc, q=qn, k=kn, nodes=nodes, cuts=cuts)
@@ -503,7 +522,7 @@ def _match(G, node, verify, rng):
         fused = dswa.samel_attention(X, qn[1], qn[2], kn[1], kn[2], q_alpha=sc.q_alpha,
                                      k_alpha=sc.k_alpha, window_left=sc.window_left,
                                      window_right=sc.window_right, scale=sc.scale, lam=sc.lam,
-                                     rot_dims=sc.rot_dims, base=sc.base,
+                                     rot_dims=sc.rot_dims, freq=sc.frequencies(),
                                      pos_offset=sc.pos_offset, math="fp32")
         fused = fused.astype(np.float64).reshape(want.shape)
         err = np.linalg.norm(fused - want) / max(np.linalg.norm(want), 1e-30)

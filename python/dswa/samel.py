@@ -34,17 +34,25 @@ load_state_dict(assign=True) act on both, and the fallback runs the original for
 same tensors; nothing is copied or registered twice.
 
 RoPE: upstream passes rotary_pos_emb = (freqs, scale), freqs (rows, rot) float32 angles,
-position times inv_freq, the frequencies repeated for both halves; Attention rotates the first
-rot dims of q and k with the table's last N rows and ignores scale. The fused block computes
-the angles itself, fp32(fp32(pos_offset + i) * fp32(base^(-2f / rot))). In eager mode the
-table is checked against that (one small device-to-host read per new table: its first
-position and the largest relative difference, which must be <= 1e-6) and pos_offset is taken
-from it; a table that is not integer positions counting up by one from row to row, with
-`base`, falls back. Inside torch.compile and CUDA-graph capture no value is read (that would
-be a host sync): the table is taken to continue the pattern last verified eagerly for this
-module (the same rot dims and first position) and, when none was, the module falls back with
-a warning saying so; run the model once eagerly first (for a model compiled inside, e.g. with
-`torch.compiler.set_stance("force_eager")`).
+fp32(fp32(position) * inv_freq) with the frequencies repeated for both halves; Attention
+rotates the first rot dims of q and k with the table's last N rows and ignores scale. The
+fused block computes the same angles itself from the first position and the rot / 2
+frequencies, which it reads from the table: row 1 of a table counting from position 0 is the
+frequencies exactly, whatever they are (float32 inv_freq; a model cast whole to float16 or
+bfloat16, whose inv_freq is rounded to 16 bits; another base; a power-of-two interpolation).
+In eager mode each new table is read once (one device-to-host copy: its first row, its
+frequencies and the largest difference of the whole table from position times frequency,
+which must be 0) and the result cached; a table that is not float32 positions
+counting up by one times fixed frequencies, exactly (a 16-bit table, interpolation that rounds
+otherwise) falls back. Inside torch.compile and CUDA-graph capture no value is read (that
+would be a host sync): the table is taken to continue the pattern last verified eagerly for
+this module (the same rot dims, first position and frequencies) and, when none was, the module
+falls back with a warning saying so; run the model once eagerly first (for a model compiled
+inside, e.g. with `torch.compiler.set_stance("force_eager")`).
+
+float32: the math follows torch.get_float32_matmul_precision() at each call ("highest",
+torch's default: fp32-accurate, as upstream's own float32 attention; "high" or "medium":
+TF32), unless the module is built with math=.
 
 The alphas: the op takes them as host floats (except while training alphas that require
 grad: see Training above). SamelAttention reads them (one host sync) when it is built and
@@ -67,8 +75,10 @@ from . import _core, _lib
 
 _NORM_PARAMS = ("alpha", "gamma", "beta")
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-_ANGLE_TOL = 1e-6      # relative, as the ONNX rewrite's check of a RoPE table
-_last_table = None     # (weakref to freqs, its _version, base, rows, result): shared by modules
+# A table is fused only when the block computes its very angles (exactly: fp32 positions
+# times fp32 frequencies, one rounding); anything else runs upstream's own forward.
+_ANGLE_TOL = 0.0
+_last_table = None     # (weakref to freqs, its _version, shape, base, result): shared by modules
 
 
 def _capturing():
@@ -103,11 +113,12 @@ class SamelAttention(torch.nn.Module):
 
     attn: the upstream-shaped module; it and this module share one state afterwards. heads:
     default to_qkv.out_features // (5 * D), D = q_norm.gamma's length (checked against
-    attn.num_heads / attn.heads when present). base: the RoPE base the tables are checked
-    against and the block computes with (upstream's RotaryEmbedding default). math: as
-    dswa.samel_attention's."""
+    attn.num_heads / attn.heads when present). base: RoPE's frequencies where a table cannot
+    give them (a one-row table; upstream's RotaryEmbedding default): the fused block otherwise
+    takes them from the table it is called with. math: as dswa.samel_attention's (None:
+    torch's float32 precision at each call)."""
 
-    def __init__(self, attn, *, heads=None, base=10000.0, math="default"):
+    def __init__(self, attn, *, heads=None, base=10000.0, math=None):
         super().__init__()
         if not looks_like_attention(attn):
             raise ValueError(f"dswa.samel: {type(attn).__name__} is not an upstream-shaped "
@@ -135,10 +146,11 @@ class SamelAttention(torch.nn.Module):
                                      "(q_norm.gamma's length)")
         # Settings the call does not give, checked now (the window is checked per call: any
         # pair of int32 >= 0 is one the library runs).
-        s = _core.samel_options(D, 0, None, None, None, 1.0, math, None, base, 0, 1.0, 1.0)
-        m, base = s[4], s[6]
+        m = None if math is None else _core.options(D, 0, None, None, None, 1.0, math)[4]
+        _core.rope_freq(D - D % 2, base, None)           # refuses a bad base
+        base = float(base)
         p = _lib.lib().dswa_samel_problem_default(0, 1, 1)
-        p.head_dim, p.math, p.rope_base, p.rot_dims = D, m, base, D - D % 2
+        p.head_dim, p.math, p.rope_base, p.rot_dims = D, m or 0, base, D - D % 2
         _lib.check(_lib.lib().dswa_samel_validate(ctypes.byref(p), None, None))
         cuda = bool(_lib.lib().dswa_cuda_available())   # a library call: not per forward
         # One state with the original (see the module docstring): a plain tuple holds it so
@@ -147,7 +159,7 @@ class SamelAttention(torch.nn.Module):
         self._original = (attn,)
         self.heads, self.head_dim, self._math, self._base = H, D, m, base
         self._cuda = cuda
-        self._rope_seen = None     # (rot dims, position of the table's row 0), verified eagerly
+        self._rope_seen = None     # (rot dims, table's first position, freq), verified eagerly
         self._warned = set()
         self._seen = None
         self.refresh()
@@ -235,28 +247,29 @@ class SamelAttention(torch.nn.Module):
         return None
 
     def _rotary(self, rotary_pos_emb, n):
-        """(rot_dims, pos_offset) of upstream's table for the fused block, or (key, reason)
-        with rot_dims None."""
+        """(rot_dims, pos_offset, freq) of upstream's table for the fused block, or (None,
+        (key, reason), None)."""
         if rotary_pos_emb is None:
-            return 0, 0                      # upstream rotates nothing
+            return 0, 0, ()                  # upstream rotates nothing
         try:
             freqs, _ = rotary_pos_emb        # upstream ignores the scale
         except (TypeError, ValueError):
-            return None, ("rotary", "rotary_pos_emb is not a pair (freqs, scale)")
+            return None, ("rotary", "rotary_pos_emb is not a pair (freqs, scale)"), None
         if not isinstance(freqs, torch.Tensor) or freqs.dim() != 2:
             return None, ("rotary", f"rotary_pos_emb's freqs has shape "
                                     f"{tuple(getattr(freqs, 'shape', ()))}: the fused block "
-                                    "takes (positions, rot dims)")
+                                    "takes (positions, rot dims)"), None
         rows, rot = freqs.shape
-        if rows < n or rot % 2 or rot > self.head_dim or not freqs.is_floating_point():
+        if rows < n or rot % 2 or rot > self.head_dim or freqs.dtype != torch.float32:
             return None, ("rotary", f"rotary_pos_emb's freqs is {tuple(freqs.shape)} "
-                                    f"{freqs.dtype}: the fused block takes at least N = {n} "
-                                    f"rows of an even number of dims <= {self.head_dim}")
+                                    f"{freqs.dtype}: the fused block computes float32 angles "
+                                    f"for at least N = {n} rows of an even number of dims <= "
+                                    f"{self.head_dim}"), None
         if freqs.device != self.to_qkv.weight.device:
             return None, ("rotary", f"rotary_pos_emb's freqs is on {freqs.device}, not on the "
-                                    "module's device")
+                                    "module's device"), None
         if rot == 0:
-            return 0, 0
+            return 0, 0, ()
         if _capturing():
             seen = self._rope_seen
             if seen is None or seen[0] != rot:
@@ -264,42 +277,63 @@ class SamelAttention(torch.nn.Module):
                               "rotary_pos_emb is not read inside torch.compile or CUDA-graph "
                               "capture (a host sync) and no table of "
                               f"{rot} dims was verified in eager mode: run the model once "
-                              "eagerly first (torch.compiler.set_stance('force_eager'))")
-            first = seen[1]
+                              "eagerly first (torch.compiler.set_stance('force_eager'))"), None
+            first, freq = seen[1], seen[2]
         else:
-            first = self._verify_table(freqs)
-            if isinstance(first, str):
-                return None, ("rotary", first)
-            self._rope_seen = (rot, first)
-        return rot, first + rows - n     # upstream uses the table's last n rows
+            got = self._verify_table(freqs)
+            if isinstance(got, str):
+                return None, ("rotary", got), None
+            first, freq = got
+            self._rope_seen = (rot, first, freq)
+        return rot, first + rows - n, freq      # upstream uses the table's last n rows
 
     def _verify_table(self, freqs):
-        """The position of the table's row 0, or why it is not one the fused block computes."""
+        """(position of the table's row 0, its rot / 2 frequencies) or why the fused block does
+        not compute this table. The first position from column 0 (its step from row to row);
+        each frequency from the last row, fp32(row / position), and the few float32 values
+        around it, keeping per column the one that gives the whole column exactly (from
+        position 0, row 1 is the frequencies themselves); a one-row table at position 0 has
+        angles 0 whatever the frequencies (base's are taken)."""
         global _last_table
-        key = (freqs._version, self._base, freqs.shape[0])
+        key = (freqs._version, tuple(freqs.shape), self._base)
         if _last_table is not None and _last_table[0]() is freqs and _last_table[1:4] == key:
             return _last_table[4]
         rows, rot = freqs.shape
         c = rot // 2
         with torch.no_grad():
-            f = freqs.detach().to(torch.float32)
-            inv = torch.tensor([self._base ** (-2.0 * j / rot) for j in range(c)],
-                               dtype=torch.float64).to(device=f.device, dtype=torch.float32)
-            p0 = f[0, 0].round()
+            f = freqs.detach()
+            base = torch.tensor(_core.rope_freq(rot, self._base, None), device=f.device)
+            step = f[1, 0] - f[0, 0] if rows > 1 else base[0]
+            p0 = torch.where(step != 0, (f[0, 0] / step).round(), torch.zeros_like(step))
             pos = p0 + torch.arange(rows, device=f.device, dtype=torch.float32)
-            want = (pos[:, None] * inv[None, :]).repeat(1, 2)
-            err = ((f - want).abs() / (want.abs() + 1)).max()
-            first, err = torch.stack([p0, err]).tolist()     # the one host sync
+            last = pos[-1]
+            guess = torch.where(last > 0, f[-1, :c] / last, base)
+            cands, up, down = [guess], guess, guess
+            for _ in range(3):
+                up = torch.nextafter(up, torch.full_like(up, float("inf")))
+                down = torch.nextafter(down, torch.full_like(down, float("-inf")))
+                cands += [up, down]
+            C = torch.stack(cands)                                  # (7, c)
+            want = pos[None, :, None] * C[:, None, :]               # (7, rows, c), fp32
+            scale = want.abs() + 1
+            errs = torch.maximum((f[None, :, :c] - want).abs() / scale,
+                                 (f[None, :, c:] - want).abs() / scale).amax(1)   # (7, c)
+            best, k = errs.min(0)
+            freq = C[k, torch.arange(c, device=f.device)]
+            got = torch.cat([torch.stack([p0, best.max()]), freq]).tolist()   # one host sync
+        first, err, freq = got[0], got[1], tuple(got[2:])
         if not err <= _ANGLE_TOL:
-            result = (f"rotary_pos_emb's angles differ from float32 positions {first:g} + i "
-                      f"times base^(-2f / {rot}) with base {self._base:g} by up to {err:.2g} "
-                      "(relative; another base, interpolation, positions not counting up by "
-                      "one, or a 16-bit table)")
+            result = (f"rotary_pos_emb is not float32 positions {first:g} + i times fixed "
+                      f"frequencies: its angles differ from the nearest such table by up to "
+                      f"{err:.2g} (relative; interpolation that rounds otherwise, or positions "
+                      "not counting up by one)")
         elif not 0 <= first <= 2**31 - rows:
             result = (f"rotary_pos_emb's first position is {first:g}: the fused block takes "
                       "positions >= 0 that fit int32")
+        elif not all(_math.isfinite(x) for x in freq):
+            result = "rotary_pos_emb's frequencies are not finite"
         else:
-            result = int(first)
+            result = (int(first), freq)
         _last_table = (weakref.ref(freqs), *key, result)
         return result
 
@@ -312,7 +346,7 @@ class SamelAttention(torch.nn.Module):
                             flex_attention_score_mod, flash_attn_sliding_window, padding_mask,
                             varlen_metadata)
         if why is None:
-            rot, pos = self._rotary(rotary_pos_emb, x.shape[1])
+            rot, pos, freq = self._rotary(rotary_pos_emb, x.shape[1])
             if rot is None:
                 why = pos
         # Training (autograd records the call): the op's autograd gives x, gamma and beta their
@@ -348,8 +382,10 @@ class SamelAttention(torch.nn.Module):
                 if v is not None}
             return self._original[0].forward(x, **kw)
         wl, wr = flash_attn_sliding_window
-        settings = (self.heads, wl, wr, 1 / _math.sqrt(self.head_dim), 1.0, rot, self._base,
-                    pos, self._math)
+        m = self._math if self._math is not None else \
+            _lib.MATH[_core.float32_math(None, x)]
+        settings = (self.heads, wl, wr, 1 / _math.sqrt(self.head_dim), 1.0, rot, list(freq),
+                    pos, m)
         if grad:      # the parameters themselves (float32 views or differentiable casts)
             weights = [getattr(getattr(self, n), p).reshape(-1).to(torch.float32).contiguous()
                        for n in ("q_norm", "k_norm") for p in ("gamma", "beta")]

@@ -62,7 +62,8 @@ Inputs x (B, N, 5*H*D): chunks q, k, v, q_diff, k_diff, of float32, float16 or b
 q_gamma, q_beta, k_gamma, k_beta (D,) float32 whatever x is. Output (B, N, H*D) of x's dtype. H
 and D come from the shapes (x.shape[2] and D fixed at build time; B and N may be dynamic). Each
 layer's `config` attribute (str(samel_config(...)): windows, scale, lambda, math, rot_dims, base,
-pos_offset, q_alpha, k_alpha) is that layer's, checked by the library at build time: the alphas
+pos_offset, q_alpha, k_alpha, and RoPE's frequencies where the model gives its own: `freq`, a
+comma list, absent for those of `base`) is that layer's, checked by the library at build time: the alphas
 are learned per layer, so one registration serves every layer (and one ONNX op type every
 node). impl, arch, the AOT default and the checks are as for the op; the AOT kernel is
 dswa_aot_samel_kernel's for the layer's windows, rot_dims, dtype and math (band or scalar).
@@ -80,7 +81,7 @@ import sys
 from collections import namedtuple
 from typing import List, Tuple, Union
 
-from . import _lib
+from . import _core, _lib
 
 PLUGIN_ID = "samel::diff_attn_swa"
 # The op's node attributes, both optional: num_heads (H, as SAME-L's published graphs carry it)
@@ -636,17 +637,26 @@ _WEIGHT_STANDINS = tuple(2 ** 64 - 2 ** 20 + i * 4096 for i in range(4))
 
 
 class SamelConfig(namedtuple("SamelConfig", "window_left window_right scale lam math rot_dims "
-                                            "base pos_offset q_alpha k_alpha")):
-    """The fused block's settings; scale None: 1/sqrt(D). str() is the `config` attribute,
-    samel_parse() reads it back exactly (floats are fp32 values, written exactly)."""
+                                            "base pos_offset q_alpha k_alpha freq",
+                             defaults=(None,))):
+    """The fused block's settings; scale None: 1/sqrt(D); freq None: RoPE's frequencies from
+    base, else the rot_dims / 2 the model holds. str() is the `config` attribute (freq only
+    when given, so that a config written without it reads as before), samel_parse() reads it
+    back exactly (floats are fp32 values, written exactly)."""
 
     def __str__(self):
         sc = "default" if self.scale is None else _short(self.scale)
+        own = "" if self.freq is None else ";freq=" + ",".join(map(_short, self.freq))
         return (f"window_left={self.window_left};window_right={self.window_right};"
                 f"scale={sc};lambda={_short(self.lam)};math={self.math};"
                 f"rot_dims={self.rot_dims};base={_short(self.base)};"
                 f"pos_offset={self.pos_offset};q_alpha={_short(self.q_alpha)};"
-                f"k_alpha={_short(self.k_alpha)}")
+                f"k_alpha={_short(self.k_alpha)}{own}")
+
+    def frequencies(self):
+        """RoPE's rot_dims / 2 frequencies: freq, or dswa_rope_frequencies(rot_dims, base)."""
+        return self.freq if self.freq is not None else \
+            _lib.rope_frequencies(self.rot_dims, self.base)
 
 
 def _samel_problem(c, B, N, H, D, dtype):
@@ -661,23 +671,29 @@ def _samel_problem(c, B, N, H, D, dtype):
     p.scale = (D ** -0.5 if D > 0 else 1.0) if c.scale is None else c.scale
     p.lambda_, p.dtype, p.math = c.lam, dtype, _lib.MATH[c.math]
     p.rot_dims, p.rope_base, p.pos_offset = c.rot_dims, c.base, c.pos_offset
+    if c.freq is not None:
+        p.freq = (ctypes.c_float * max(len(c.freq), 1))(*c.freq)   # kept alive with p
+        p.rope_freq = ctypes.cast(p.freq, ctypes.c_void_p)
     p.q_norm.alpha, p.k_norm.alpha = c.q_alpha, c.k_alpha
     return p
 
 
 def samel_config(window=17, *, window_left=None, window_right=None, scale=None, lam=1.0,
                  math="default", rot_dims=32, base=10000.0, pos_offset=0, q_alpha=1.0,
-                 k_alpha=1.0):
+                 k_alpha=1.0, freq=None):
     """The fused block's settings, checked by the library (dswa_samel_validate: its messages).
     The op's (windows, scale: None is 1/sqrt(D), lam, math), then RoPE's (rot_dims: leading
-    dims rotated, base, pos_offset: the position of row 0) and the DyT norms' alphas (q_norm's
-    for q and q_diff, k_norm's for k and k_diff). SAME-L: the defaults, with the layer's
-    learned alphas."""
+    dims rotated, base, pos_offset: the position of row 0, freq: the model's own rot_dims / 2
+    frequencies, e.g. its rotary inv_freq in the dtype it was cast to; None: from base) and
+    the DyT norms' alphas (q_norm's for q and q_diff, k_norm's for k and k_diff). SAME-L: the
+    defaults, with the layer's learned alphas."""
     wl, wr = _windows(window, window_left, window_right)
     c = SamelConfig(wl, wr, _check_number("scale", scale, none_ok=True),
                     _check_number("lam", lam), _check_math(math), _check_int("rot_dims", rot_dims),
                     _check_number("base", base), _check_int("pos_offset", pos_offset),
                     _check_number("q_alpha", q_alpha), _check_number("k_alpha", k_alpha))
+    if freq is not None:      # rot_dims / 2 numbers, as fp32 values (the library checks them)
+        c = c._replace(freq=tuple(map(_f32, _core.rope_freq(c.rot_dims, None, freq))))
     p = _samel_problem(c, 0, 1, 1, 64, _lib.F32)   # empty: the fields only, no pointer
     _lib.check(_lib.lib().dswa_samel_validate(ctypes.byref(p), None, None))
     return c
@@ -686,10 +702,13 @@ def samel_config(window=17, *, window_left=None, window_right=None, scale=None, 
 def samel_parse(text):
     """The SamelConfig in a `config` attribute (str(SamelConfig)); ValueError naming what is
     wrong (the library's message for a value it refuses)."""
-    f = _fields(text, SamelConfig._fields[:3] + ("lambda",) + SamelConfig._fields[4:])
+    own = ("freq",) if ";freq=" in text else ()
+    f = _fields(text, SamelConfig._fields[:3] + ("lambda",) + SamelConfig._fields[4:10] + own)
     try:
         kw = {k: int(f[k]) for k in ("window_left", "window_right", "rot_dims", "pos_offset")}
         kw.update({k: float(f[k]) for k in ("base", "q_alpha", "k_alpha")})
+        if own:
+            kw["freq"] = [float(v) for v in f["freq"].split(",")] if f["freq"] else []
         kw["scale"] = None if f["scale"] == "default" else float(f["scale"])
         kw["lam"] = float(f["lambda"])
     except ValueError as e:
@@ -828,8 +847,11 @@ def register_samel(plugin_id=SAMEL_PLUGIN_ID, *, arch=None, impl="aot"):
             # every name the library's formulas may use (dswa.h: dswa_aot_samel_kernel)
             env = {"B": s[0], "N": s[1], "H": H, "D": D, "WL": c.window_left,
                    "WR": c.window_right, "scale": D ** -0.5 if c.scale is None else c.scale,
-                   "lambda_": c.lam, "ROT": c.rot_dims, "base": c.base, "POS": c.pos_offset,
+                   "lambda_": c.lam, "ROT": c.rot_dims, "POS": c.pos_offset,
                    "q_alpha": c.q_alpha, "k_alpha": c.k_alpha}
+            freq = c.frequencies()      # the kernel's extras freq0, freq1 ...: 0 past rot / 2
+            env.update({n: float(freq[int(n[4:])]) if int(n[4:]) < len(freq) else 0.0
+                        for n in kernel.extras if n.startswith("freq")})
             extras, grid = kernel.launch(env, False, lift=trtp.ShapeExpr, minimum=trtp.min)
             return _aot_result(trtp, plugin_id, kernel, extras, grid, at["max"])
         return aot

@@ -24,16 +24,19 @@ def round_to(y, dtype):
     return np.asarray(y, np.float64)
 
 
-def rope_angles(N, rot_dims, base, pos_offset):
-    """fp32 angles (N, rot_dims // 2): positions pos_offset + i, inv_freq = base^(-2f/rot)."""
+def rope_angles(N, rot_dims, base, pos_offset, freq=None):
+    """fp32 angles (N, rot_dims // 2): positions pos_offset + i times the frequencies freq,
+    by default inv_freq = fp32(base^(-2f/rot)) (written here, not the library's)."""
     c = rot_dims // 2
     pos = np.float32(pos_offset) + np.arange(N, dtype=np.float32)
-    inv = (1.0 / base ** (2.0 * np.arange(c) / rot_dims)).astype(np.float32)
+    inv = (1.0 / base ** (2.0 * np.arange(c) / rot_dims)).astype(np.float32) if freq is None \
+        else np.asarray(freq, np.float32)
     return (pos[:, None] * inv[None, :]).astype(np.float32).astype(np.float64)
 
 
 def samel_reference(x, q_norm, k_norm, heads, window_left=17, window_right=17, scale=None,
-                    lam=1.0, rot_dims=None, base=10000.0, pos_offset=0, dtype="float32"):
+                    lam=1.0, rot_dims=None, base=10000.0, pos_offset=0, dtype="float32",
+                    freq=None):
     """float64 out (B, N, H*D) of the block for the packed x (B, N, 5*H*D); q_norm, k_norm:
     (alpha, gamma, beta). DyT and RoPE results rounded to `dtype` as the module in that dtype
     rounds them."""
@@ -43,7 +46,7 @@ def samel_reference(x, q_norm, k_norm, heads, window_left=17, window_right=17, s
     D = x.shape[2] // (5 * H)
     rot = D // 2 if rot_dims is None else rot_dims
     x5 = x.reshape(B, N, 5, H, D)
-    ang = rope_angles(N, rot, base, pos_offset)[None, :, None, :]   # (1, N, 1, c)
+    ang = rope_angles(N, rot, base, pos_offset, freq)[None, :, None, :]   # (1, N, 1, c)
     c = rot // 2
 
     def prologue(t, norm):

@@ -19,7 +19,7 @@ try:
 except ImportError:
     onnx = None
 
-from dswa import onnx_samel  # noqa: E402
+from dswa import onnx_samel, trt  # noqa: E402
 
 CONFIG = "window_left=17;window_right=17;scale=default;lambda=1;math=default"
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -288,7 +288,6 @@ def test_rewrite_16bit():
     new, n = onnx_samel.rewrite(blk.model)
     fused = [nd for nd in new.graph.node if nd.op_type == "samel_attention"]
     assert n == 1 and len(fused) == 1 and ("", "Tanh") not in ops(new)
-    from dswa import trt
     c = trt.samel_parse(helper.get_attribute_value(fused[0].attribute[0]).decode())
     assert (c.rot_dims, c.base, c.pos_offset, c.q_alpha, c.k_alpha) == \
         (32, 10000.0, 2, float(blk.qn[0][0]), float(blk.kn[0][0])), c
@@ -447,9 +446,11 @@ def test_torch_export():
 
 def test_torch_export_16bit():
     """torch.onnx exports of the module in float16 and bfloat16. With its RoPE inv_freq buffer
-    converted too (module.to(dtype)) the angles are not the float32 ones the fused block
-    computes: refused, naming the angles. With inv_freq kept in float32: rewritten, and the
-    float16 graph runs as before."""
+    converted too (module.to(dtype), as upstream casts a model) the table is float32 positions
+    times the 16-bit-rounded frequencies: rewritten with those frequencies in the config
+    (`freq=`), exactly the rounded inv_freq. With inv_freq kept in float32: rewritten with
+    exactly those (torch's float32 pow may differ from dswa_rope_frequencies' by an ulp: then
+    they are written too). The float16 graphs run as before."""
     need_onnx()
     if torch is None:
         skip("skipped: torch not installed (the onnx.helper graphs cover the rewrite)")
@@ -470,12 +471,14 @@ def test_torch_export_16bit():
                                   output_names=["y"], opset_version=17,
                                   dynamic_axes={"x": {0: "B", 1: "N"}})
             model = onnx.load_from_string(f.getvalue())
-            if not keep:
-                raises(onnx_samel.RewriteError, "was inv_freq rounded to a 16-bit type?",
-                       onnx_samel.rewrite, model)
-                continue
             new, n = onnx_samel.rewrite(model)
             assert n == 1 and ("", "Tanh") not in ops(new)
+            cfg = [a.s.decode() for nd in new.graph.node for a in nd.attribute
+                   if a.name == "config"]
+            assert len(cfg) == 1, cfg
+            got = trt.samel_parse(cfg[0]).frequencies()
+            want = tuple(mod.rotary.inv_freq.float().tolist())
+            assert got == want, (dt, keep, got, want)
             if dt == torch.float16:
                 x = x32.half().numpy()
                 assert rel(run(new, x), run(model, x)) < 3e-3

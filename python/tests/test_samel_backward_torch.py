@@ -176,7 +176,7 @@ def test_cpu_deterministic_checkpoint():
 def opcheck_args(device):
     B, N, H, D = 2, 20, 2, 64
     _, x, norms, alphas = leaves(B, N, H, D, "float32", device, seed=6)
-    settings = (H, 4, 3, 0.125, 0.9, 32, 10000.0, 5, 0)
+    settings = (H, 4, 3, 0.125, 0.9, 32, list(dswa._lib.rope_frequencies(32, 10000.0)), 5, 0)
     return x.detach(), norms, alphas, settings
 
 

@@ -14,6 +14,10 @@ TOL_CPU = {"float32": 2e-5, "float16": 3e-3, "bfloat16": 2e-2}
 TOL_CUDA = {"float32": 5e-3, "float16": 4e-3, "bfloat16": 2.5e-2}
 DTYPES = ("float32", "float16", "bfloat16")
 RNG = np.random.default_rng(11)
+# SAME-L's frequencies as a model cast whole to float16 holds them (upstream's inv_freq,
+# rounded): the fused block takes them as they are.
+OWN_FREQ = (1.0 / 10000 ** (np.arange(16) / 16)).astype(np.float16).astype(np.float32)
+BASE_FREQ = list(dswa._lib.rope_frequencies(32, 10000.0))   # the ops' freq for base 10000
 
 
 def need_torch():
@@ -52,6 +56,8 @@ def test_numpy_cases():
              dict(B=1, N=50, H=3, D=16, window_left=3, window_right=11, rot_dims=8),
              dict(B=2, N=33, H=2, D=32, rot_dims=0, scale=0.3, lam=0.5),
              dict(B=1, N=40, H=1, D=64, rot_dims=64, base=500.0, pos_offset=100000),
+             dict(B=1, N=40, H=2, D=64, pos_offset=3000, freq=OWN_FREQ),
+             dict(B=2, N=30, H=1, D=64, rot_dims=16, freq=RNG.random(8) * 2),
              dict(B=2, N=1, H=2, D=64, window=0)]
     for dtype in ("float32", "float16"):
         for c in cases:
@@ -149,7 +155,7 @@ def test_torch_cpu():
         check(out, x, qn, kn, H, TOL_CPU[dtype], dtype, pos_offset=5)
         o4 = torch.full((B, H, N, D), float("nan"), dtype=x.dtype).transpose(1, 2)
         torch.ops.dswa.samel_attention_out(x, *w, o4, float(qn[0]), float(kn[0]), H, 17, 17,
-                                           0.125, 1.0, 32, 10000.0, 5, 0)
+                                           0.125, 1.0, 32, BASE_FREQ, 5, 0)
         check(o4, x, qn, kn, H, TOL_CPU[dtype], dtype, pos_offset=5)
     raises(ValueError, "q_gamma is a numpy.ndarray", dswa.samel_attention, x, qn[1], *w[1:],
            q_alpha=1, k_alpha=1)
@@ -179,7 +185,7 @@ def test_torch_cpu_compile_opcheck():
     assert torch.allclose(y, f(x, oe)) and torch.equal(oc, oe)
     check(y / 2, x @ W, qn, kn, H, TOL_CPU["float32"])
     if hasattr(torch.library, "opcheck"):
-        args = (x @ W, *w, float(qn[0]), float(kn[0]), H, 17, 17, 0.125, 1.0, 32, 10000.0, 0, 0)
+        args = (x @ W, *w, float(qn[0]), float(kn[0]), H, 17, 17, 0.125, 1.0, 32, BASE_FREQ, 0, 0)
         torch.library.opcheck(torch.ops.dswa.samel_attention.default, args)
         torch.library.opcheck(torch.ops.dswa.samel_attention_out.default,
                               args[:5] + (torch.empty(B, N, H * D),) + args[5:])

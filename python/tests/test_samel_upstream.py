@@ -1,8 +1,11 @@
 """The drop-in dswa.samel.SamelAttention inside an upstream-shaped SAME-L block
 (upstream_block.py), called as upstream's TransformerBlock calls its attention: the swapped
-block against the unswapped one and a float64 copy of it (float32, bfloat16; windows [17, 17]
-and [5, 9]; with and without feat_scale; RoPE tables for positions 0 .. N-1, from an offset,
-longer than N); every fallback equal to the unswapped module exactly, with one warning per
+block against the unswapped one and a float64 copy of it (the model cast whole to float32,
+float16, bfloat16, as upstream casts it, its rotary inv_freq included; windows [17, 17] and
+[5, 9]; with and without feat_scale; RoPE tables for positions 0 .. N-1, from an offset,
+longer than N, of another base, interpolated); SAME-L's configurations (the windows
+TransformerResamplingBlock computes, activation checkpointing, train and eval, torch.compile)
+with no fallback; every fallback equal to the unswapped module exactly, with one warning per
 reason; positional calls; the state (state_dict keys, one shared state, deepcopy / pickle);
 torch.compile (fullgraph, the fused op in the graph); on CUDA also CUDA-graph capture.
 Skipped visibly without torch / a CUDA device."""
@@ -19,20 +22,23 @@ from test_samel_torch import need_cuda, need_torch
 # and for the unswapped module in bfloat16 its eager rounding after every op of DyT and RoPE.
 # The block's branches, block(x) - x: float32 the same; bfloat16 dominated by the
 # projections' rounding, so the swapped block must be within 1.5x the unswapped one's error.
-TOL = {("cpu", "float32"): 2e-5, ("cpu", "bfloat16"): 1e-2,
-       ("cuda", "float32"): 5e-3, ("cuda", "bfloat16"): 2.5e-2}
-TOL_UNSWAPPED_BF16 = 4e-2
+TOL = {("cpu", "float32"): 2e-5, ("cpu", "float16"): 3e-3, ("cpu", "bfloat16"): 1e-2,
+       ("cuda", "float32"): 5e-3, ("cuda", "float16"): 4e-3, ("cuda", "bfloat16"): 2.5e-2}
+TOL_UNSWAPPED = {"float16": 6e-3, "bfloat16": 4e-2}
+DTYPES = ("float32", "float16", "bfloat16")
 DIM, B, N = 128, 2, 50
 
 
 def blocks(dtype="float32", device="cpu", seed=1, **kw):
-    """(swapped, unswapped, float64 unswapped) copies of one random block."""
+    """(swapped, unswapped, float64 unswapped) copies of one random block, cast whole to dtype
+    as upstream casts a model (its rotary inv_freq rounded to 16 bits in float16 and
+    bfloat16); the float64 copy holds the same frequencies."""
     import dswa.samel
     import upstream_block as U
     ref = U.randomize(U.TransformerBlock(DIM, **kw), seed).eval()
     ref64 = copy.deepcopy(ref).double().to(device)
     ref = ref.to(device=device, dtype=getattr(torch, dtype))
-    ref.rope.inv_freq = ref64.rope.inv_freq.float()       # a float32 table, as upstream's
+    ref64.rope.inv_freq = ref.rope.inv_freq.double()      # the model's own frequencies
     return dswa.samel.swap_attention(copy.deepcopy(ref)), ref, ref64
 
 
@@ -87,18 +93,18 @@ def check_block(device, dtype, window, feat_scale, table):
     assert y.dtype == dt and y.shape == x.shape and ya.dtype == dt
     err_a, err_ua, err_oa = rel(ya, wa, zero), rel(ua, wa, zero), rel(oa, wa, zero)
     assert err_a < tol, (case, err_a)
-    assert err_ua < (tol if dtype == "float32" else TOL_UNSWAPPED_BF16), (case, err_ua)
+    assert err_ua < (tol if dtype == "float32" else TOL_UNSWAPPED[dtype]), (case, err_ua)
     assert err_oa > 5 * tol, (case, err_oa)        # the comparison tells windows apart
     err, err_up = rel(y, want, x), rel(up, want, x)
     if dtype == "float32":
         assert err < tol and err_up < tol, (case, err, err_up)
     else:
-        assert err < 1.5 * err_up and err_up < TOL_UNSWAPPED_BF16, (case, err, err_up)
+        assert err < 1.5 * err_up and err_up < TOL_UNSWAPPED[dtype], (case, err, err_up)
     return err_a
 
 
 def run_blocks(device):
-    for dtype in ("float32", "bfloat16"):
+    for dtype in DTYPES:
         for window in ([17, 17], [5, 9]):
             for feat_scale in (False, True):
                 for table in (None, (0, N), (37, N), (0, N + 7)):
@@ -115,7 +121,8 @@ def test_block_cpu():
 def fallback_cases(x, dtype):
     """(what its warning says, keyword arguments of the attention's call) for every
     fallback: context, masks, score mod, varlen, a window of None or of floats, causal,
-    rotary_pos_emb_k, RoPE tables of another base, interpolated, positions by 2, 16-bit."""
+    rotary_pos_emb_k, RoPE tables that are not float32 positions times fixed frequencies
+    (interpolation by 3, positions by 3, a position skipped), a 16-bit table."""
     import upstream_block as U
     n = x.shape[1]
     rope = U.RotaryEmbedding(32).to(x.device)
@@ -138,15 +145,17 @@ def fallback_cases(x, dtype):
         ("rotary_pos_emb_k", dict(rotary_pos_emb=rope.forward_from_seq_len(n),
                                   rotary_pos_emb_k=rope.forward_from_seq_len(n),
                                   flash_attn_sliding_window=w)),
-        ("with base 10000", dict(rotary_pos_emb=U.RotaryEmbedding(32, base=500.0).to(x.device)
-                          .forward_from_seq_len(n), flash_attn_sliding_window=w)),
-        ("differ from float32 positions", dict(rotary_pos_emb=U.RotaryEmbedding(32, interpolation_factor=2.0)
-                               .to(x.device).forward_from_seq_len(n),
-                               flash_attn_sliding_window=w)),
-        ("differ from float32 positions", dict(rotary_pos_emb=rope(torch.arange(0, 2 * n, 2, device=x.device)),
-                                flash_attn_sliding_window=w)),
-        ("differ from float32 positions", dict(rotary_pos_emb=(rope.forward_from_seq_len(n)[0].to(torch.bfloat16),
-                                              1.0), flash_attn_sliding_window=w)),
+        ("not float32 positions", dict(
+            rotary_pos_emb=U.RotaryEmbedding(32, interpolation_factor=3.0).to(x.device)
+            .forward_from_seq_len(n), flash_attn_sliding_window=w)),
+        ("not float32 positions", dict(rotary_pos_emb=rope(torch.arange(0, 3 * n, 3,
+                                                                        device=x.device)),
+                                       flash_attn_sliding_window=w)),
+        ("not float32 positions", dict(rotary_pos_emb=rope(torch.cat([
+            torch.arange(5), torch.arange(6, n + 1)]).to(x.device)), flash_attn_sliding_window=w)),
+        ("computes float32 angles", dict(rotary_pos_emb=(
+            rope.forward_from_seq_len(n)[0].to(torch.bfloat16), 1.0),
+            flash_attn_sliding_window=w)),
     ]
 
 
@@ -183,7 +192,7 @@ def check_fallbacks(device, dtype):
     y.float().square().sum().backward()
     want.float().square().sum().backward()
     zero = torch.zeros_like(x)
-    tol = TOL[(device, dtype)] if dtype == "float32" else TOL_UNSWAPPED_BF16
+    tol = TOL[(device, dtype)] if dtype == "float32" else TOL_UNSWAPPED[dtype]
     errs = [rel(y, want, zero), rel(xg.grad, xr.grad, zero),
             rel(a.q_norm.alpha.grad, r.q_norm.alpha.grad, torch.zeros(1, device=device))]
     assert max(errs) < 2 * tol, (device, dtype, errs)
@@ -191,7 +200,7 @@ def check_fallbacks(device, dtype):
 
 def test_fallbacks_cpu():
     need_torch()
-    for dtype in ("float32", "bfloat16"):
+    for dtype in DTYPES:
         check_fallbacks("cpu", dtype)
     sw, ref, ref64 = blocks()                           # a float64 model runs the original
     sw64 = copy.deepcopy(sw).double()
@@ -296,7 +305,7 @@ def test_compile_cpu():
 def test_cuda_block_fallbacks():
     need_cuda()
     run_blocks("cuda")
-    for dtype in ("float32", "bfloat16"):
+    for dtype in DTYPES:
         check_fallbacks("cuda", dtype)
 
 
@@ -306,7 +315,7 @@ def test_cuda_compile_graph():
     capture with a changed norm falls back (no host sync), and its replay equals the
     unswapped block."""
     need_cuda()
-    for dtype in ("float32", "bfloat16"):
+    for dtype in DTYPES:
         check_compile("cuda", dtype)
         sw, ref, _ = blocks(dtype, "cuda")
         dt = getattr(torch, dtype)
@@ -341,3 +350,117 @@ def test_cuda_compile_graph():
         g2.replay()
         with torch.no_grad():
             assert torch.equal(y2, ref(x, **kw))
+
+
+# ---- the model's own frequencies, and SAME-L's configurations ----------------------------------
+def own_tables(device):
+    """RoPE tables of other frequencies that are still position x frequency: (name, rope
+    module) of another base, a power-of-two interpolation, and SAME-L's inv_freq rounded to
+    float16 and bfloat16 in a float32 model (each fused, none a fallback)."""
+    import upstream_block as U
+    rounded = []
+    for dt in (torch.float16, torch.bfloat16):
+        r = U.RotaryEmbedding(32)
+        r.inv_freq = r.inv_freq.to(dt)
+        rounded.append((f"inv_freq {dt}", r))
+    return [("base 500", U.RotaryEmbedding(32, base=500.0)),
+            ("interpolation 2", U.RotaryEmbedding(32, interpolation_factor=2.0))] + rounded
+
+
+def check_own_tables(device, dtype):
+    """Each table of own_tables: the swapped attention runs fused (no warning) and is within
+    the bound of the float64 module given the same table."""
+    sw, ref, ref64 = blocks(dtype, device)
+    dt = getattr(torch, dtype)
+    x = torch.randn(B, N, DIM, generator=torch.Generator().manual_seed(3)).to(device, dt)
+    zero = torch.zeros_like(x)
+    for name, rope in own_tables(device):
+        rope = rope.to(device)
+        for first in (0, 40):
+            t = torch.arange(first, first + N, device=device)
+            table = rope(t)
+            table64 = (table[0].double(), 1.0)
+            with torch.no_grad():
+                w = no_warnings()
+                try:
+                    y = sw.self_attn(x, rotary_pos_emb=table, flash_attn_sliding_window=[17, 17])
+                finally:
+                    w.__exit__(None, None, None)
+                want = ref64.self_attn(x.double(), rotary_pos_emb=table64,
+                                       flash_attn_sliding_window=[17, 17])
+            err = rel(y, want, zero)
+            assert err < TOL[(device, dtype)], (name, first, device, dtype, err)
+
+
+def test_own_tables_cpu():
+    need_torch()
+    for dtype in DTYPES:
+        check_own_tables("cpu", dtype)
+
+
+# SAME-L's windows as TransformerResamplingBlock computes them, window * (stride + 1 +
+# prepend_length) with sliding_window [1, 1]: stride 16 (SAME-L), 8 and 32 (variable stride),
+# and 16 with a prepended condition of 3 tokens. [33, 33] is beyond the band kernel: the scalar
+# kernel on CUDA.
+SAMEL_WINDOWS = [[17, 17], [9, 9], [33, 33], [20, 20]]
+
+
+def dswa_warnings(got):
+    return [str(m.message) for m in got if "dswa" in str(m.message)]
+
+
+def check_configurations(device, dtypes=DTYPES, compiled=True):
+    """SAME-L's configurations, the model cast whole: every window of SAMEL_WINDOWS, eval and
+    train (forward + backward over every parameter, with activation checkpointing as upstream's
+    checkpointing=True calls it), torch.compile: no dswa warning (no fallback), the output and
+    the gradients within the bound of the unswapped model's."""
+    from torch.utils.checkpoint import checkpoint
+    for dtype in dtypes:
+        dt = getattr(torch, dtype)
+        sw, ref, _ = blocks(dtype, device, feat_scale=True)
+        x = torch.randn(B, N, DIM, generator=torch.Generator().manual_seed(5)).to(device, dt)
+        zero = torch.zeros_like(x)
+        tol = TOL[(device, dtype)] if dtype == "float32" else TOL_UNSWAPPED[dtype]
+        for window in SAMEL_WINDOWS:
+            kw = dict(self_attention_flash_sliding_window=window)
+            with warnings.catch_warnings(record=True) as got:
+                warnings.simplefilter("always")
+                sw.eval(), ref.eval()
+                with torch.no_grad():
+                    y, want = sw(x, **kw), ref(x, **kw)
+                assert rel(y, want, x) < 2 * tol, (device, dtype, window)
+                sw.train(), ref.train()
+                grads = []
+                for m in (sw, ref):
+                    m.zero_grad()
+                    xg = x.detach().clone().requires_grad_(True)
+                    out = checkpoint(m, xg, use_reentrant=False, **kw)
+                    out.float().square().mean().backward()
+                    grads.append([xg.grad] + [p.grad for p in m.parameters()])
+                for g, gr in zip(*grads):
+                    assert g is not None and gr is not None
+                    e = rel(g, gr, torch.zeros_like(g))
+                    assert e < 4 * tol, (device, dtype, window, e)
+            assert dswa_warnings(got) == [], (device, dtype, window, dswa_warnings(got))
+        if compiled:
+            sw.eval()
+            torch._dynamo.reset()
+            c = torch.compile(sw, fullgraph=True, backend="aot_eager")
+            with warnings.catch_warnings(record=True) as got, torch.no_grad():
+                warnings.simplefilter("always")
+                for window in SAMEL_WINDOWS[:2]:
+                    kw = dict(self_attention_flash_sliding_window=window)
+                    assert rel(c(x, **kw), sw(x, **kw), x) < tol, (device, dtype, window)
+            assert dswa_warnings(got) == [], (device, dtype, dswa_warnings(got))
+
+
+def test_configurations_cpu():
+    need_torch()
+    check_configurations("cpu")
+
+
+def test_cuda_own_tables_configurations():
+    need_cuda()
+    for dtype in DTYPES:
+        check_own_tables("cuda", dtype)
+    check_configurations("cuda")

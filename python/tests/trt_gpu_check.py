@@ -103,7 +103,9 @@ def fake_samel_launches(fake):
             p.scale, p.lambda_ = bits(args["scale_bits"]), bits(args["lambda_bits"])
             p.qkv = L.SamelLayout(args["x_sb"], args["x_sn"], args["x_sc"], args["x_sh"], 1)
             p.out = L.Layout(args["o_sb"], args["o_sn"], 0, args["o_sh"], 1)
-            p.rot_dims, p.rope_base = args["rot_dims"], bits(args["base_bits"])
+            p.rot_dims = args["rot_dims"]
+            freq = (ctypes.c_float * 32)(*(bits(args[f"freq{j}"]) for j in range(32)))
+            p.rope_freq = ctypes.cast(freq, ctypes.c_void_p)     # (alive until the launch)
             p.pos_offset = args["pos_offset"]
             p.q_norm.alpha, p.k_norm.alpha = bits(args["q_alpha_bits"]), bits(args["k_alpha_bits"])
             p.q_norm.gamma, p.q_norm.beta = args["q_gamma"], args["q_beta"]

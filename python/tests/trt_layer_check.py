@@ -582,6 +582,9 @@ def samel_problem(B, N, H, dtype, c):
     p.scale = 0.125 if c.scale is None else c.scale
     p.lambda_, p.dtype, p.math = c.lam, dtype, _lib.MATH[c.math]
     p.rot_dims, p.rope_base, p.pos_offset = c.rot_dims, c.base, c.pos_offset
+    if c.freq is not None:
+        p.own_freq = (ctypes.c_float * 32)(*c.freq)        # alive with p
+        p.rope_freq = ctypes.cast(p.own_freq, ctypes.c_void_p)
     p.q_norm.alpha, p.k_norm.alpha = c.q_alpha, c.k_alpha
     top = 2 ** 63
     p.q_norm.gamma, p.q_norm.beta, p.k_norm.gamma, p.k_norm.beta = (top + i * 4096
@@ -680,8 +683,21 @@ def samel_config_attribute_round_trips():
                               base=500.5, pos_offset=1000, q_alpha=0.7834, k_alpha=-1.25,
                               math="fp32"),
               dt.samel_config(0, rot_dims=0, base=1e-3, q_alpha=1e-30, k_alpha=3e38),
-              dt.samel_config(pos_offset=2 ** 31 - 1, base=3e20)):
+              dt.samel_config(pos_offset=2 ** 31 - 1, base=3e20),
+              dt.samel_config(rot_dims=8, freq=[1.0, 0.1, 3e-5, 0.0]),
+              dt.samel_config(rot_dims=0, freq=[])):
         assert dt.samel_parse(str(c)) == c, (str(c), dt.samel_parse(str(c)))
+    c = dt.samel_config(rot_dims=4, freq=np.array([0.1, 2.5], np.float16))   # any sequence
+    assert str(c).endswith(";freq=0.099975586,2.5") and c.freq == (np.float32(np.float16(0.1)), 2.5)
+    assert c.frequencies() == c.freq and dt.samel_config().frequencies() == \
+        _lib.rope_frequencies(32, 10000.0)
+    expect(ValueError, "freq has 3 values: rot_dims = 32 needs rot_dims / 2 = 16",
+           dt.samel_config, freq=[1, 2, 3])
+    expect(ValueError, "rope_freq[1] = inf: must be finite", dt.samel_config, rot_dims=4,
+           freq=[1, float("inf")])
+    expect(ValueError, "freq[0] = 'x': must be a number", dt.samel_config, rot_dims=2, freq=["x"])
+    expect(ValueError, "could not convert", dt.samel_parse,
+           str(dt.samel_config(rot_dims=2, freq=[1])).replace("freq=1", "freq=y"))
     assert str(dt.samel_config()) == ("window_left=17;window_right=17;scale=default;lambda=1;"
                                       "math=default;rot_dims=32;base=10000;pos_offset=0;"
                                       "q_alpha=1;k_alpha=1")
@@ -698,6 +714,8 @@ def samel_config_attribute_round_trips():
 SAMEL_CONFIGS = [
     dict(),                                                                 # SAME-L
     dict(math="fp32", q_alpha=0.75, k_alpha=1.5),
+    dict(freq=[float(np.float16(10000.0 ** (-j / 16))) for j in range(16)]),   # a cast model's
+    dict(window_left=5, window_right=50, rot_dims=8, freq=[3.5, 0.25, 1e-3, 0.0]),  # scalar
     dict(window=0, rot_dims=0, lam=-0.5, scale=0.3),
     dict(window_left=5, window_right=50, pos_offset=12345, base=500.0),    # scalar: window
     dict(window_left=48, window_right=0, rot_dims=16, q_alpha=-2.0),
@@ -726,7 +744,7 @@ def samel_launch_matches_library():
                 assert b.aot and b.supported
                 assert b.output_types == [TRT_DT[dtype]]
                 assert [repr(x) for x in b.output_shapes[0]] == ["B", "N", str(H * D)]
-                assert len(b.extras) == 17
+                assert len(b.extras) == 48
                 assert all(t == trt.PluginArgDataType.INT32 for t in b.extra_types)
                 ptx = b.ptx.decode()
                 assert f".entry {b.kernel_name}(" in ptx and f".target {ARCH}\n" in ptx
@@ -734,7 +752,7 @@ def samel_launch_matches_library():
                 for B, N in SIZES:
                     env = {"B": B, "N": N}
                     ref = _lib.aot_samel_kernel_for(ARCH, samel_problem(B, N, H, dtype, c))
-                    assert ref.op == "samel" and len(ref.values) == 17
+                    assert ref.op == "samel" and len(ref.values) == 48
                     got = [e.value(env) for e in b.extras]
                     assert got == ref.values, (kw, dtype, H, B, N, got, ref.values)
                     g = tuple(b.launch[k].value(env) for k in ("grid_x", "grid_y", "grid_z"))
@@ -938,7 +956,8 @@ def samel_docs_aot_example():
     fb = _lib.float_bits
     ns = {"trtp": trtp, "Tuple": Tuple, "Union": Union, "meta": {"kernel": k.name},
           "ptx": k.ptx, "WL": 17, "WR": 17, "SCALE_BITS": fb(0.125), "LAMBDA_BITS": fb(1.0),
-          "ROT": 32, "BASE_BITS": fb(c.base), "POS": c.pos_offset, "Q_ALPHA_BITS": fb(c.q_alpha),
+          "ROT": 32, "FREQ_BITS": [fb(f) for f in c.frequencies()] + [0] * 16,
+          "POS": c.pos_offset, "Q_ALPHA_BITS": fb(c.q_alpha),
           "K_ALPHA_BITS": fb(c.k_alpha)}
     exec(code, ns)
     b = B_.build(pid, samel_inputs(_lib.F16, 3), {}, PROFILE)

@@ -70,6 +70,25 @@ dswa_status dswa_forward_cuda(const dswa_problem *p, const void *q, const void *
     return dswa_cuda_launch(p, q, k, v, out, stream);
 }
 
+const char *dswa_kernel_name(const dswa_problem *p) {
+    if (!p) {
+        (void)dswa_validate(p, NULL, NULL, NULL, NULL);
+        return NULL;
+    }
+    dswa_problem f = *p; /* the fields only: an empty problem's pointers are not read */
+    if (f.batch > 0) f.batch = 0;
+    if (dswa_validate(&f, NULL, NULL, NULL, NULL)) return NULL;
+    if (p->head_dim != DSWA_HEAD_DIM) {
+        dswa_fail(DSWA_ERR_UNSUPPORTED, "head_dim = %d: the CUDA kernels implement head_dim %d only",
+                  p->head_dim, DSWA_HEAD_DIM);
+        return NULL;
+    }
+    const int32_t n1 = p->seq_len > 0 ? p->seq_len - 1 : 0;
+    const dswa_kernel *k = dswa_kernel_pick_or_fail(p->dtype, p->math, p->window_left < n1 ? p->window_left : n1,
+                                                    p->window_right < n1 ? p->window_right : n1);
+    return k ? k->entry : NULL;
+}
+
 dswa_backward_problem dswa_backward_problem_default(const dswa_problem *fwd) {
     dswa_backward_problem p;
     memset(&p, 0, sizeof p);

@@ -1,6 +1,7 @@
 /* The kernel registry (kernels.h) as data, and the kernel-pick rule. Plain C: the AOT export
    reads it too, and it builds without nvcc. */
 #include <string.h>
+#include "core/error.h"
 #include "cuda/kernels.h"
 
 #define DSWA_BAND_ROW_(entry, dtype, math, T, blocks) {#entry, "band", dtype, math, blocks, DSWA_BAND_MAX_SPAN},
@@ -19,6 +20,15 @@ const dswa_kernel *dswa_kernel_pick(dswa_dtype dtype, dswa_math math, int32_t wl
             (dswa_kernels[i].max_span >= 0) == band)
             return &dswa_kernels[i];
     return NULL;
+}
+
+const dswa_kernel *dswa_kernel_pick_or_fail(dswa_dtype dtype, dswa_math math, int32_t wl, int32_t wr) {
+    const dswa_kernel *k = dswa_kernel_pick(dtype, math, wl, wr);
+    if (!k)
+        dswa_fail(DSWA_ERR_UNSUPPORTED, "math = fp32 with window_left + window_right = %d: the fp32-accurate "
+                  "CUDA kernel takes windows up to %d keys in all (DSWA_MATH_TF32 takes any)", wl + wr,
+                  DSWA_BAND_MAX_SPAN);
+    return k;
 }
 
 #define DSWA_SCALAR_ROW_(entry, dtype, math, T, blocks) {#entry, "scalar", dtype, math, blocks, -1},

@@ -136,10 +136,7 @@ extern "C" dswa_status dswa_cuda_kargs(const dswa_problem *p, const void *q, con
     /* A window wider than the sequence sees the same keys as one of N - 1. */
     a->wl = p->window_left < p->seq_len ? p->window_left : p->seq_len - 1;
     a->wr = p->window_right < p->seq_len ? p->window_right : p->seq_len - 1;
-    if (!(*kern = dswa_kernel_pick(p->dtype, p->math, a->wl, a->wr)))
-        return dswa_fail(DSWA_ERR_UNSUPPORTED, "math = fp32 with window_left + window_right = %d: "
-                         "the fp32-accurate CUDA kernel takes windows up to %d keys in all "
-                         "(DSWA_MATH_TF32 takes any)", a->wl + a->wr, DSWA_BAND_MAX_SPAN);
+    if (!(*kern = dswa_kernel_pick_or_fail(p->dtype, p->math, a->wl, a->wr))) return DSWA_ERR_UNSUPPORTED;
     memcpy(&a->scale_bits, &p->scale, 4);
     memcpy(&a->lambda_bits, &p->lambda, 4);
     return DSWA_OK;

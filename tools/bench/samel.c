@@ -49,7 +49,10 @@ static double samel_rel_error(const dswa_samel_problem *sp, const void *hx, cons
     unsigned char *need = calloc((size_t)N, 1);
     double err = NAN;
     if (max_abs) *max_abs = NAN;
-    if (!q || !k || !need || D > SAME_D) goto done;
+    float freq[32];   /* RoPE's frequencies: the problem's own, or its base's */
+    if (!q || !k || !need || D > SAME_D || half > 32) goto done;
+    if (sp->rope_freq) memcpy(freq, sp->rope_freq, (size_t)half * sizeof *freq);
+    else if (dswa_rope_frequencies(sp->rot_dims, sp->rope_base, freq) != DSWA_OK) goto done;
     for (int r = 0; r < nrows; r++) {
         const int64_t lo = rows[r] - (int64_t)sp->window_left, hi = rows[r] + (int64_t)sp->window_right;
         for (int64_t j = lo < 0 ? 0 : lo; j <= hi && j < N; j++) need[j] = 1;
@@ -73,9 +76,7 @@ static double samel_rel_error(const dswa_samel_problem *sp, const void *hx, cons
                                         (double)nm->beta[d], dt);
                 }
                 for (int f = 0; f < half; f++) {
-                    const float inv = (float)(1.0 / pow((double)sp->rope_base,
-                                                        2.0 * f / sp->rot_dims));
-                    const double ang = (float)((double)pos * (double)inv);   /* fp32 angle */
+                    const double ang = (float)((double)pos * (double)freq[f]);   /* fp32 angle */
                     const double cs = cos(ang), sn = sin(ang), a = y[f], b = y[f + half];
                     y[f] = a * cs - b * sn;
                     y[f + half] = b * cs + a * sn;
