@@ -1,24 +1,30 @@
 """compare.py --op block: one upstream-shaped SAME-L transformer block (python/tests/
 upstream_block.py: dim 1536 = 24 heads of 64, DyT pre-norm and qk-norm, differential
 attention with RoPE on 32 dims, window [17, 17], SwiGLU feed-forward of mult 3, residuals),
-called as upstream's TransformerBlock is, unswapped and with dswa.samel.swap_attention.
+built as a user builds it: created in float32, then cast whole to the dtype (`.to(dtype)`, the
+rotary inv_freq buffer included, as upstream's half-precision paths cast the model), called
+as upstream's TransformerBlock is, unswapped and with dswa.samel.swap_attention.
 
 Unswapped, the attention runs what upstream runs without flash-attn: the chunked-halo SDPA
 fallback (queries in chunks of 1024 with the window's halo of keys; --block-attn chunked, the
 default) or FlexAttention with a band block mask, compiled (--block-attn flex; upstream tries
-it first when FlexAttention is importable). Each (dtype, L, mode) row: the block and its
-attention module alone, unswapped and swapped, eager and torch.compile'd (dynamic=False; the
-swapped module was called once eagerly first, so its RoPE table is verified and the compiled
-graph holds the fused op), B = 1, N = 17 L.
+it first when FlexAttention is importable). Rows: each dtype (float32 under torch's float32
+matmul precision "highest" and "high"; float16; bfloat16), each L, inference (the block's
+forward, no grad) and a training step (forward + backward over every parameter), eager and
+torch.compile'd (dynamic=False; the swapped model was called once eagerly first, so its RoPE
+table is verified and the compiled graph holds the fused op). B = 1, N = 17 L.
 
-Timing as an engine runs: a CUDA graph of graph_calls back-to-back calls on the same input,
-replayed (samel_prologue.graph_time: median ms per call); where capture fails (the row says
-"events"), CUDA events around graph_calls eager calls, repeated. Before timing, the swapped
-output is checked against the unswapped one (relative Frobenius error of block(x) - x, and
-of the attention's output) within TOL.
+Timing as an engine runs: a CUDA graph of back-to-back calls on the same input (as many as
+fill about 150 ms, 2 to 20), replayed (samel_prologue.graph_time: median ms per call); where
+capture fails (the row says "events"), CUDA events around the same eager calls. Before
+timing, the swapped model is checked against the unswapped one: the relative Frobenius error
+of block(x) - x (inference) or of every parameter's gradient, concatenated (training), within
+TOL; a dswa warning (the drop-in falling back to upstream's forward) fails the row. Eager
+rows also give dswa's share of the swapped step's GPU kernel time (torch.profiler).
 
     python3 bench/compare.py --op block --json block.json [--block-attn flex] [--quick]
 """
+import contextlib
 import copy
 import json
 import os
@@ -26,15 +32,20 @@ import statistics
 import sys
 import time
 import traceback
+import warnings
 
 import samel_prologue as SP
 
 TOOL = "bench/compare.py --op block"
 DIM, HEADS, HEAD_DIM, FF_MULT, WINDOW = 1536, 24, 64, 3, [17, 17]
-DTYPES = {"f32": "float32", "bf16": "bfloat16"}
-# swapped against unswapped, both in the dtype: float32 the fused block's TF32 error; bfloat16
-# both sides' roundings of every projection (the tests' bounds, against float64, are tighter)
-TOL = {"float32": 5e-3, "bfloat16": 4e-2}
+DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+PRECISIONS = {"float32": ("highest", "high")}   # torch.set_float32_matmul_precision per row
+# swapped against unswapped, both in the dtype: float32 the fused block's TF32 error (or the
+# projections' TF32 under "high"); 16-bit both sides' roundings of every projection (the tests'
+# bounds, against float64, are tighter). Gradients: the same roundings through the backward.
+TOL = {"inference": {"float32": 5e-3, "float16": 1e-2, "bfloat16": 4e-2},
+       "training": {"float32": 1e-2, "float16": 3e-2, "bfloat16": 8e-2}}
+TARGET_MS = 150.0   # a graph's replay
 
 
 def log(*a):
@@ -60,15 +71,37 @@ def event_time(fn, calls, warm, repeats):
 
 
 def timed(fn, args):
-    """(ms per call, how it was timed)."""
+    """(ms per call, how it was timed, calls per graph)."""
+    import torch
+    one = event_time(fn, 1, 2, 3)[0] if args.device == "cuda" else 1.0
+    calls = max(2, min(SP.GRAPH_CALLS, round(TARGET_MS / max(one, 1e-3))))
     try:
-        return SP.graph_time(fn, SP.GRAPH_CALLS, args.graph_warmup, args.graph_repeats,
-                             args.device)[0], "cuda-graph" if args.device == "cuda" else "wall"
+        return SP.graph_time(fn, calls, args.graph_warmup, args.graph_repeats,
+                             args.device)[0], ("cuda-graph" if args.device == "cuda"
+                                               else "wall"), calls
     except Exception as e:          # capture refused: time the calls as they run
         log(f"CUDA-graph capture failed ({type(e).__name__}: {str(e)[:120]}); events instead")
-        import torch
         torch.cuda.synchronize()
-        return event_time(fn, SP.GRAPH_CALLS, args.graph_warmup, args.graph_repeats)[0], "events"
+        return event_time(fn, calls, args.graph_warmup, args.graph_repeats)[0], "events", calls
+
+
+def dswa_share(fn):
+    """dswa's kernels' share of the GPU kernel time of three fn() calls (torch.profiler)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+    total = ours = 0.0
+    for e in prof.key_averages():
+        t = getattr(e, "self_device_time_total", None)
+        if t is None:
+            t = getattr(e, "self_cuda_time_total", 0.0)
+        total += t
+        ours += t if "dswa" in e.key else 0.0
+    return ours / total if total else None
 
 
 def rel(a, b, base):
@@ -76,53 +109,74 @@ def rel(a, b, base):
     return float((a - b).norm() / (b - base).norm())
 
 
-def run_row(L, dtype, mode, args):
+def grads(m, step):
+    """Every parameter's gradient after one step from zero, concatenated."""
+    import torch
+    m.zero_grad(set_to_none=True)
+    step()
+    g = torch.cat([p.grad.detach().double().flatten() for p in m.parameters()])
+    m.zero_grad(set_to_none=True)
+    return g
+
+
+@contextlib.contextmanager
+def matmul_precision(precision):
+    import torch
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+
+def run_row(L, dtype, precision, phase, mode, args):
     import torch
     import dswa.samel
     import upstream_block as U
-    row = dict(dtype=dtype, L=L, N=17 * L, mode=mode, attn=args.block_attn)
+    row = dict(dtype=dtype, precision=precision, L=L, N=17 * L, phase=phase, mode=mode,
+               attn=args.block_attn)
+    train = phase == "training"
     try:
         dt, dev = getattr(torch, dtype), args.device
         torch.manual_seed(0)
         ref = U.randomize(U.TransformerBlock(DIM, HEAD_DIM, FF_MULT, core=args.block_attn))
-        ref = ref.eval().to(device=dev, dtype=dt)
-        ref.rope.inv_freq = U.RotaryEmbedding(HEAD_DIM // 2).inv_freq.to(dev)   # float32
+        ref = ref.to(device=dev, dtype=dt).train(train)      # cast whole, nothing restored
+        row["inv_freq_dtype"] = str(ref.rope.inv_freq.dtype).replace("torch.", "")
         sw = dswa.samel.swap_attention(copy.deepcopy(ref))
         x = torch.randn(1, 17 * L, DIM, device=dev, dtype=dt)
-        rope = ref.rope.forward_from_seq_len(17 * L)
-        with torch.no_grad():
-            h = ref.pre_norm(x)
-        kw = dict(rotary_pos_emb=rope, flash_attn_sliding_window=WINDOW)
-        fns = {"block": (lambda m: (lambda: m(x, self_attention_flash_sliding_window=WINDOW))),
-               "attn": (lambda m: (lambda: m.self_attn(h, **kw)))}
-        with torch.no_grad():
-            for m in (ref, sw):                 # eager first: the swapped one verifies RoPE
-                for f in fns.values():
-                    f(m)()
+        g = torch.randn_like(x)
+        with matmul_precision(precision), warnings.catch_warnings():
+            warnings.filterwarnings("error", message="dswa")   # a fallback fails the row
+            models = {"unswapped": ref, "swapped": sw}
             if mode == "compiled":
                 torch._dynamo.reset()
-                mods = {}
-                for name, m in (("unswapped", ref), ("swapped", sw)):
-                    mods[name] = {"block": torch.compile(m, dynamic=False),
-                                  "attn": torch.compile(m.self_attn, dynamic=False)}
-                calls = {(n, w): (lambda c=c, w=w: c(x, self_attention_flash_sliding_window=
-                                                       WINDOW) if w == "block" else c(h, **kw))
-                         for n, d in mods.items() for w, c in d.items()}
-            else:
-                calls = {(n, w): f(m) for n, m in (("unswapped", ref), ("swapped", sw))
-                         for w, f in fns.items()}
-            ub, sb = calls[("unswapped", "block")](), calls[("swapped", "block")]()
-            ua, sa = calls[("unswapped", "attn")](), calls[("swapped", "attn")]()
-            row["rel_err_block"] = rel(sb, ub, x)
-            row["rel_err_attn"] = rel(sa, ua, torch.zeros_like(ua))
-            row["ok"] = row["rel_err_block"] < TOL[dtype] and row["rel_err_attn"] < TOL[dtype]
-            if not row["ok"]:
-                row["error"] = "swapped output off the unswapped one: not timed"
-                return row
-            for (n, w), fn in calls.items():
-                row[f"{w}_{n}_ms"], row["timing"] = timed(fn, args)
-        for w in ("block", "attn"):
-            row[f"{w}_speedup"] = row[f"{w}_unswapped_ms"] / row[f"{w}_swapped_ms"]
+                with torch.no_grad():
+                    sw(x, self_attention_flash_sliding_window=WINDOW)   # verify RoPE eagerly
+                models = {n: torch.compile(m, dynamic=False) for n, m in models.items()}
+
+            def call(m):
+                if train:
+                    return lambda: m(x, self_attention_flash_sliding_window=WINDOW).backward(g)
+                return lambda: m(x, self_attention_flash_sliding_window=WINDOW)
+
+            ctx = contextlib.nullcontext if train else torch.no_grad
+            with ctx():
+                if train:
+                    gu, gs = grads(ref, call(models["unswapped"])), grads(sw, call(models["swapped"]))
+                    row["rel_err"] = rel(gs, gu, torch.zeros_like(gu))
+                else:
+                    u, s = call(models["unswapped"])(), call(models["swapped"])()
+                    row["rel_err"] = rel(s, u, x)
+                row["ok"] = row["rel_err"] < TOL[phase][dtype]
+                if not row["ok"]:
+                    row["error"] = (f"swapped off the unswapped by {row['rel_err']:.1e} "
+                                    f"(tolerance {TOL[phase][dtype]:.0e})")
+                for n, m in models.items():
+                    row[f"{n}_ms"], row["timing"], row["calls"] = timed(call(m), args)
+                if mode == "eager" and dev == "cuda":
+                    row["dswa_share"] = dswa_share(call(models["swapped"]))
+        row["speedup"] = row["unswapped_ms"] / row["swapped_ms"]
     except Exception as e:
         row["ok"] = False
         row["error"] = f"{type(e).__name__}: {e}"[:400]
@@ -141,29 +195,40 @@ def _f(x, spec):
 
 
 def print_table(result):
-    """The README's block table (markdown): one row per dtype, L and mode."""
+    """The README's block table (markdown): one row per dtype, precision, L, phase and mode."""
     m = result.get("machine", {})
     c = result.get("config", {})
-    print(f"{m.get('device', '?')}, torch {m.get('torch', '?')}, {m.get('date', '')}: one SAME-L "
-          f"transformer block (dim {DIM}, {HEADS} x {HEAD_DIM}, window {WINDOW}, FF mult "
-          f"{FF_MULT}), B = 1, N = 17 L; unswapped attention: upstream's "
+    print(f"{m.get('device', '?')}, torch {m.get('torch', '?')}, {m.get('date', '')}, commit "
+          f"{m.get('commit', '?')}: one SAME-L transformer block (dim {DIM}, {HEADS} x "
+          f"{HEAD_DIM}, window {WINDOW}, FF mult {FF_MULT}) cast whole to the dtype, B = 1, "
+          f"N = 17 L; unswapped attention: upstream's "
           f"{'chunked-halo SDPA' if c.get('block_attn') == 'chunked' else 'compiled FlexAttention'}"
           f" path; swapped: dswa.samel.swap_attention. ms per call, {TOOL}.")
+    runs = result.get("runs", [])
+    if len(runs) > 1:
+        print()
+        print(f"The rows come from {len(runs)} runs on "
+              f"{', '.join(sorted({r.get('device', '?') for r in runs}))}, commit "
+              f"{', '.join(sorted({r.get('commit', '?') for r in runs}))}: "
+              f"{', '.join(r.get('date', '?') for r in runs)}.")
     print()
-    head = ["dtype", "L", "mode", "block ms", "swapped", "speed-up", "attention ms", "swapped",
-            "speed-up", "rel. err block / attn", "timing"]
+    head = ["dtype", "fp32 matmul", "L", "step", "mode", "unswapped ms", "swapped ms",
+            "speed-up", "dswa share", "rel. err", "timing"]
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
-    modes = ("eager", "compiled")
-    for r in sorted(result.get("rows", []), key=lambda r: (r["dtype"], r["L"], modes.index(r["mode"]))):
-        err = (f"{_f(r.get('rel_err_block'), '.1e')} / {_f(r.get('rel_err_attn'), '.1e')}"
-               if r.get("rel_err_block") is not None else "-")
-        cells = [r["dtype"], str(r["L"]), r["mode"],
-                 _f(r.get("block_unswapped_ms"), ".3f"), _f(r.get("block_swapped_ms"), ".3f"),
-                 _f(r.get("block_speedup"), ".2f") + ("x" if r.get("block_speedup") else ""),
-                 _f(r.get("attn_unswapped_ms"), ".3f"), _f(r.get("attn_swapped_ms"), ".3f"),
-                 _f(r.get("attn_speedup"), ".2f") + ("x" if r.get("attn_speedup") else ""),
-                 err, r.get("timing", "-") if not r.get("error") else r["error"][:80]]
+    order = {"float32": 0, "float16": 1, "bfloat16": 2}
+    for r in sorted(result.get("rows", []), key=lambda r: (
+            order.get(r["dtype"], 9), r.get("precision") or "", r["L"],
+            r.get("phase", ""), r["mode"] != "eager")):
+        share = r.get("dswa_share")
+        cells = [r["dtype"], r.get("precision", "-") if r["dtype"] == "float32" else "-",
+                 str(r["L"]), r.get("phase", "-"), r["mode"],
+                 _f(r.get("unswapped_ms"), ".3f"), _f(r.get("swapped_ms"), ".3f"),
+                 _f(r.get("speedup"), ".2f") + ("x" if r.get("speedup") else ""),
+                 "-" if share is None else f"{100 * share:.1f} %",
+                 _f(r.get("rel_err"), ".1e"),
+                 (r.get("timing", "-") + (f" x{r['calls']}" if r.get("calls") else ""))
+                 if not r.get("error") else r["error"][:80]]
         print("| " + " | ".join(cells) + " |")
 
 
@@ -172,6 +237,9 @@ def add_arguments(ap):
     ap.add_argument("--block-attn", default="chunked", choices=["chunked", "flex"],
                     help="--op block: the unswapped attention's path (upstream's fallbacks "
                          "without flash-attn)")
+    ap.add_argument("--phases", nargs="+", default=["inference", "training"],
+                    choices=["inference", "training"],
+                    help="--op block: the block's forward, and/or a training step")
 
 
 def run(args, machine_info):
@@ -189,24 +257,30 @@ def run(args, machine_info):
     SP.torch = torch          # graph_time's module global (set by samel_prologue.run there)
     import comparators as C
     C.raise_compile_limits()
-    dtypes = [DTYPES[SP.dtype_name(s)] for s in (args.dtypes or ["f32", "bf16"])]
+    dtypes = [DTYPES[SP.dtype_name(s)] for s in (args.dtypes or ["f32", "f16", "bf16"])]
+    if "--L" not in sys.argv:
+        args.L = [1292]                      # SAME-L's decoder at its bars' size
+    phases = args.phases
     start = time.time()
     machine = machine_info()
     if args.device == "cpu":
         machine["device"] = "cpu"
     result = {"tool": TOOL, "machine": machine, "config": dict(
         B=1, dim=DIM, heads=HEADS, head_dim=HEAD_DIM, ff_mult=FF_MULT, window=WINDOW,
-        L=args.L, dtypes=dtypes, block_attn=args.block_attn, graph_calls=SP.GRAPH_CALLS,
-        warmup=args.graph_warmup, repeats=args.graph_repeats, dswa_lib=dswa.library_path()),
+        L=args.L, dtypes=dtypes, phases=phases, block_attn=args.block_attn,
+        max_graph_calls=SP.GRAPH_CALLS, target_ms=TARGET_MS, warmup=args.graph_warmup,
+        repeats=args.graph_repeats, dswa_lib=dswa.library_path()),
         "rows": []}
     log("machine:", json.dumps(machine))
     # eager rows first: the compiled ones spend most of the budget compiling
-    for mode, dtype, L in [(m, d, L) for m in ("eager", "compiled") for d in dtypes for L in args.L]:
+    todo = [(m, d, p, ph, L) for m in ("eager", "compiled") for d in dtypes
+            for p in PRECISIONS.get(d, ("highest",)) for ph in phases for L in args.L]
+    for mode, dtype, precision, phase, L in todo:
         if time.time() - start > args.budget:
-            row = dict(dtype=dtype, L=L, N=17 * L, mode=mode, ok=False,
-                       error="skipped: time budget spent")
+            row = dict(dtype=dtype, precision=precision, L=L, N=17 * L, phase=phase, mode=mode,
+                       ok=False, error="skipped: time budget spent")
         else:
-            row = run_row(L, dtype, mode, args)
+            row = run_row(L, dtype, precision, phase, mode, args)
         result["rows"].append(row)
         log(json.dumps(row))
         SP.save(args.json, result)

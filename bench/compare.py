@@ -66,11 +66,22 @@ def save(path, obj):
         os.replace(tmp, path)
 
 
+def commit():
+    """$COMMIT (the GPU script's, where the tree has no .git), else git describe."""
+    if os.environ.get("COMMIT"):
+        return os.environ["COMMIT"]
+    try:
+        return subprocess.run(["git", "describe", "--always", "--dirty"], cwd=HERE,
+                              capture_output=True, text=True, timeout=10).stdout.strip() or "unknown"
+    except Exception:
+        return "unknown"
+
+
 def machine_info():
     import torch
     info = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "python": platform.python_version(), "torch": torch.__version__,
-            "torch_cuda": torch.version.cuda, "host": platform.node()}
+            "torch_cuda": torch.version.cuda, "host": platform.node(), "commit": commit()}
     try:
         import triton
         info["triton"] = triton.__version__
@@ -175,7 +186,9 @@ def main():
     ap.add_argument("--impls", nargs="+", default=list(IMPLS), choices=IMPLS)
     ap.add_argument("--quick", action="store_true", help="L=256 only, shorter timing")
     ap.add_argument("--json", help="write every row and the machine info here")
-    ap.add_argument("--table", metavar="JSON", help="only print the table of a saved run")
+    ap.add_argument("--table", metavar="JSON", nargs="+",
+                    help="only print the table of a saved run (several: of their rows, one run "
+                         "split over several calls)")
     ap.add_argument("--rows", type=int, default=256, help="query rows checked against ref64")
     ap.add_argument("--warmup", type=float, default=25, help="do_bench warmup, ms")
     ap.add_argument("--rep", type=float, default=200, help="do_bench rep, ms")
@@ -203,8 +216,19 @@ def main():
         for s in args.dtypes:   # the message names the bad value before anything runs
             samel_prologue.dtype_name(s)
     if args.table:
-        with open(args.table) as f:
-            saved = json.load(f)
+        saved = None
+        for path in args.table:      # several: one table of their rows (a run split up)
+            with open(path) as f:
+                part = json.load(f)
+            if saved is None:
+                saved = part
+                saved["runs"] = [part.get("machine", {})]
+            elif part.get("tool") != saved.get("tool"):
+                ap.error(f"--table: {path} is a {part.get('tool', 'compare.py')} run, "
+                         f"not a {saved.get('tool', 'compare.py')} one like {args.table[0]}")
+            else:
+                saved["rows"] += part.get("rows", [])
+                saved["runs"].append(part.get("machine", {}))
         {samel_prologue.TOOL: samel_prologue.print_table,
          training_bench.TOOL: training_bench.print_table,
          block_bench.TOOL: block_bench.print_table}.get(saved.get("tool"), print_table)(saved)

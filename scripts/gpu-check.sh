@@ -145,7 +145,8 @@ fi
 if [ "$part" = block ]; then
     step "one SAME-L transformer block, unswapped and swapped (bench/compare.py --op block)"
     t=$(date +%s)
-    timeout 540 python3 bench/compare.py --op block --budget "${BLOCK_BUDGET:-420}" --json "$out/block-compare.json"
+    # BLOCK_ARGS: more compare.py options, e.g. "--dtypes f32" to split the table over calls
+    COMMIT="$commit" timeout 560 python3 bench/compare.py --op block --budget "${BLOCK_BUDGET:-480}" ${BLOCK_ARGS:-} --json "$out/block-compare.json"
     r=$?
     [ $r -eq 0 ] && r=ok || { r="exit $r"; rc=1; }
     python3 bench/compare.py --table "$out/block-compare.json" > "$out/readme-block.md" || rc=1
