@@ -75,13 +75,19 @@ _CONSTANT = {}
 
 def _constant(fn, *args):
     """fn(*args) where torch.compile may be tracing (a host function it cannot trace: a
-    library call, a torch setting): a constant of the graph there, computed at trace time."""
-    torch = sys.modules.get("torch")
-    if torch is None or not hasattr(torch, "compiler"):
-        return fn(*args)
-    if fn not in _CONSTANT:
-        _CONSTANT[fn] = torch.compiler.assume_constant_result(fn)
-    return _CONSTANT[fn](*args)
+    library call, a torch setting): a constant of the graph there, computed at trace time.
+    fn is one of trace_constants' functions (their wrappers are made before any tracing:
+    dynamo cannot trace the making)."""
+    wrapped = _CONSTANT.get(fn)
+    return fn(*args) if wrapped is None else wrapped(*args)
+
+
+def trace_constants(torch):
+    """Wrap the host functions the torch ops call while traced (torch.compiler's
+    assume_constant_result); called once when dswa's torch ops are defined."""
+    if hasattr(torch, "compiler") and hasattr(torch.compiler, "assume_constant_result"):
+        for fn in (_float32_precision, _fp32_kernel, _lib.rope_frequencies):
+            _CONSTANT[fn] = torch.compiler.assume_constant_result(fn)
 
 
 def _float32_precision():
@@ -102,12 +108,17 @@ def float32_math(math, x, windows=None):
     if _constant(_float32_precision) != "highest":
         return "tf32"
     if windows is not None and x.is_cuda:
-        N, wl, wr = windows
-        p = _lib.lib().dswa_problem_default(1, max(N, 1), 1, 64, 0)
-        p.window_left, p.window_right, p.math = wl, wr, _lib.MATH["fp32"]
-        if _lib.lib().dswa_kernel_name(ctypes.byref(p)) is None:
+        N, wl, wr = windows       # a symbolic N (dynamic shapes): the windows unclamped
+        if not _constant(_fp32_kernel, N if isinstance(N, int) else 2**30, wl, wr):
             return "tf32"
     return "fp32"
+
+
+def _fp32_kernel(N, wl, wr):
+    """Whether the library has an fp32-accurate CUDA kernel for the op's windows."""
+    p = _lib.lib().dswa_problem_default(1, max(N, 1), 1, 64, 0)
+    p.window_left, p.window_right, p.math = wl, wr, _lib.MATH["fp32"]
+    return _lib.lib().dswa_kernel_name(ctypes.byref(p)) is not None
 
 
 def options(D, window, window_left, window_right, scale, lam, math, x=None, N=None):

@@ -20,6 +20,7 @@ import torch
 from . import _core
 
 Tensor = torch.Tensor
+_core.trace_constants(torch)
 
 
 def _run(q, k, v, out, window_left, window_right, scale, lam, math):
