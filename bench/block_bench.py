@@ -19,8 +19,9 @@ fill about 150 ms, 2 to 20), replayed (samel_prologue.graph_time: median ms per 
 capture fails (the row says "events"), CUDA events around the same eager calls. Before
 timing, the swapped model is checked against the unswapped one: the relative Frobenius error
 of block(x) - x (inference) or of every parameter's gradient, concatenated (training), within
-TOL; a dswa warning (the drop-in falling back to upstream's forward) fails the row. Eager
-rows also give dswa's share of the swapped step's GPU kernel time (torch.profiler).
+TOL; a dswa warning (the drop-in falling back to upstream's forward) fails the row. The shares
+of dswa's kernels and of the GEMMs in the swapped step's GPU kernel time (torch.profiler) say
+how much of the rest is left to win.
 
     python3 bench/compare.py --op block --json block.json [--block-attn flex] [--quick]
 """
@@ -85,8 +86,12 @@ def timed(fn, args):
         return event_time(fn, calls, args.graph_warmup, args.graph_repeats)[0], "events", calls
 
 
-def dswa_share(fn):
-    """dswa's kernels' share of the GPU kernel time of three fn() calls (torch.profiler)."""
+GEMM_KERNELS = ("gemm", "nvjet", "xmma", "cutlass")   # cuBLAS's and CUTLASS's kernel names
+
+
+def kernel_shares(fn):
+    """(dswa's kernels, the GEMMs) as shares of the GPU kernel time of three fn() calls
+    (torch.profiler)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
     torch.cuda.synchronize()
@@ -94,14 +99,16 @@ def dswa_share(fn):
         for _ in range(3):
             fn()
         torch.cuda.synchronize()
-    total = ours = 0.0
+    total = ours = gemm = 0.0
     for e in prof.key_averages():
         t = getattr(e, "self_device_time_total", None)
         if t is None:
             t = getattr(e, "self_cuda_time_total", 0.0)
         total += t
-        ours += t if "dswa" in e.key else 0.0
-    return ours / total if total else None
+        name = e.key.lower()
+        ours += t if "dswa" in name else 0.0
+        gemm += t if any(k in name for k in GEMM_KERNELS) else 0.0
+    return (ours / total, gemm / total) if total else (None, None)
 
 
 def rel(a, b, base):
@@ -174,8 +181,8 @@ def run_row(L, dtype, precision, phase, mode, args):
                                     f"(tolerance {TOL[phase][dtype]:.0e})")
                 for n, m in models.items():
                     row[f"{n}_ms"], row["timing"], row["calls"] = timed(call(m), args)
-                if mode == "eager" and dev == "cuda":
-                    row["dswa_share"] = dswa_share(call(models["swapped"]))
+                if dev == "cuda":
+                    row["dswa_share"], row["gemm_share"] = kernel_shares(call(models["swapped"]))
         row["speedup"] = row["unswapped_ms"] / row["swapped_ms"]
     except Exception as e:
         row["ok"] = False
@@ -213,19 +220,19 @@ def print_table(result):
               f"{', '.join(r.get('date', '?') for r in runs)}.")
     print()
     head = ["dtype", "fp32 matmul", "L", "step", "mode", "unswapped ms", "swapped ms",
-            "speed-up", "dswa share", "rel. err", "timing"]
+            "speed-up", "dswa / GEMM share", "rel. err", "timing"]
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
     order = {"float32": 0, "float16": 1, "bfloat16": 2}
     for r in sorted(result.get("rows", []), key=lambda r: (
             order.get(r["dtype"], 9), r.get("precision") or "", r["L"],
             r.get("phase", ""), r["mode"] != "eager")):
-        share = r.get("dswa_share")
+        share, gemm = r.get("dswa_share"), r.get("gemm_share")
         cells = [r["dtype"], r.get("precision", "-") if r["dtype"] == "float32" else "-",
                  str(r["L"]), r.get("phase", "-"), r["mode"],
                  _f(r.get("unswapped_ms"), ".3f"), _f(r.get("swapped_ms"), ".3f"),
                  _f(r.get("speedup"), ".2f") + ("x" if r.get("speedup") else ""),
-                 "-" if share is None else f"{100 * share:.1f} %",
+                 "-" if share is None else f"{100 * share:.1f} / {100 * gemm:.0f} %",
                  _f(r.get("rel_err"), ".1e"),
                  (r.get("timing", "-") + (f" x{r['calls']}" if r.get("calls") else ""))
                  if not r.get("error") else r["error"][:80]]
