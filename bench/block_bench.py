@@ -232,7 +232,7 @@ def print_table(result):
                  str(r["L"]), r.get("phase", "-"), r["mode"],
                  _f(r.get("unswapped_ms"), ".3f"), _f(r.get("swapped_ms"), ".3f"),
                  _f(r.get("speedup"), ".2f") + ("x" if r.get("speedup") else ""),
-                 "-" if share is None else f"{100 * share:.1f} / {100 * gemm:.0f} %",
+                 " / ".join("-" if v is None else f"{100 * v:.1f} %" for v in (share, gemm)),
                  _f(r.get("rel_err"), ".1e"),
                  (r.get("timing", "-") + (f" x{r['calls']}" if r.get("calls") else ""))
                  if not r.get("error") else r["error"][:80]]

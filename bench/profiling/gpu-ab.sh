@@ -5,8 +5,9 @@
 # copy of the repository (e.g. `git worktree add /tmp/base <rev>`, carried to the GPU machine),
 # or a revision when the repository's .git is present.
 #   bench/profiling/gpu-ab.sh OUTDIR name=TREE ...      e.g.  OUT base=/tmp/base new=.
-# Bench options in BENCH_ARGS (default: all rows), rounds in ROUNDS (default 2). Writes
-# OUTDIR/<name>-<round>.json (+ .err) and build logs, and prints each run's short table.
+# Bench options in BENCH_ARGS (default: all rows; several benches: option sets separated by
+# ';'), rounds in ROUNDS (default 2). Writes OUTDIR/<name>-<round>-<set>.json (+ .err) and build
+# logs, and prints each run's short table.
 # Each tree is timed by its own `dswa bench`: compare trees whose bench times a row the same
 # way (14f754e or later: a graph of 20 calls), or time_ms means different things.
 set -u
@@ -40,9 +41,13 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
     for v in "$@"; do
         name=${v%%=*}
         echo; echo "=== $name, round $r ($(date -u +%H:%M:%S))"
-        "$work/build-$name/dswa" bench ${BENCH_ARGS:-} --json > "$out/$name-$r.json" 2> "$out/$name-$r.err" \
-            || { echo "$name round $r: dswa bench exited $? (see $name-$r.err)"; rc=1; }
-        python3 "$root/bench/profiling/bench-table.py" "$out/$name-$r.json" || rc=1
+        j=0
+        while IFS= read -r set; do
+            j=$((j + 1)); f=$name-$r-$j
+            "$work/build-$name/dswa" bench $set --json > "$out/$f.json" 2> "$out/$f.err" \
+                || { echo "$f: dswa bench $set exited $? (see $f.err)"; rc=1; }
+            python3 "$root/bench/profiling/bench-table.py" "$out/$f.json" || rc=1
+        done < <(printf '%s\n' "${BENCH_ARGS:-}" | tr ';' '\n')
     done
 done
 exit $rc

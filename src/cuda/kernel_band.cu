@@ -408,25 +408,16 @@ struct __align__(16) samel_smem {
 /* A 16-byte chunk as CW = 16 / sizeof(T) floats and back. 16-bit values convert in pairs (one
    packed conversion for two: conversions run at a quarter of the FMA rate, and a 16-bit element
    takes up to three). */
-__device__ __forceinline__ void samel_unpack2(uint32_t w, float *lo, float *hi, float) {
-    *lo = __uint_as_float(w);
-    *hi = 0.f;
-}
-__device__ __forceinline__ void samel_unpack2(uint32_t w, float *lo, float *hi, __half) {
-    const float2 f = __half22float2(*(const __half2 *)&w);
-    *lo = f.x;
-    *hi = f.y;
-}
-__device__ __forceinline__ void samel_unpack2(uint32_t w, float *lo, float *hi, __nv_bfloat16) {
-    *lo = __uint_as_float(w << 16);
-    *hi = __uint_as_float(w & 0xffff0000u);
-}
 template <typename T> __device__ __forceinline__ void samel_unpack(const uint4 &u, float *x) {
     const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         if constexpr (sizeof(T) == 4) x[i] = __uint_as_float(w[i]);
-        else samel_unpack2(w[i], &x[2 * i], &x[2 * i + 1], T());
+        else {
+            const float2 f = unpack2<T>(w[i]);
+            x[2 * i] = f.x;
+            x[2 * i + 1] = f.y;
+        }
     }
 }
 template <typename T> __device__ __forceinline__ uint4 samel_pack(const float *x) {
@@ -439,7 +430,11 @@ template <typename T> __device__ __forceinline__ uint4 samel_pack(const float *x
 template <typename T> __device__ __forceinline__ void samel_round_chunk(float *x) {
     if constexpr (sizeof(T) == 2)
 #pragma unroll
-        for (int i = 0; i < 4; i++) samel_unpack2(pack2<T>(x[2 * i], x[2 * i + 1]), &x[2 * i], &x[2 * i + 1], T());
+        for (int i = 0; i < 4; i++) {
+            const float2 f = unpack2<T>(pack2<T>(x[2 * i], x[2 * i + 1]));
+            x[2 * i] = f.x;
+            x[2 * i + 1] = f.y;
+        }
 }
 /* DyT of a chunk whose first dim is d: the weights as 16-byte loads. */
 template <typename T, int FP32>

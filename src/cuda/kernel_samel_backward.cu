@@ -61,11 +61,6 @@ struct sbwd_args {
 
 #define ROWS_PER_WARP (DSWA_BWD_ROWS / DSWA_WARPS)
 
-/* Norm nm's alpha (0 q_norm, 1 k_norm), from device memory where the caller keeps it there. */
-__device__ __forceinline__ float sbwd_alpha(const sbwd_args &a, int nm) {
-    return a.alpha_at[nm] ? __ldg(a.alpha_at[nm]) : a.alpha[nm];
-}
-
 /* q, k, q_diff, k_diff: the chunk, its norm (0 q_norm, 1 k_norm) and its pair. */
 __device__ __forceinline__ void chunk_of(int t, int *ch, int *norm, int *pair) {
     *ch = t < 2 ? t : t + 1;
@@ -80,6 +75,12 @@ __device__ __forceinline__ int64_t pair_row(const sbwd_args &a, int b, int i, in
 /* Dense fp32 row (b, i, h) of [b][n][h][d] scratch. */
 __device__ __forceinline__ int64_t one_row(const sbwd_args &a, int b, int i, int h) {
     return (((int64_t)b * a.n + i) * a.heads + h) * a.dim;
+}
+
+/* Row (b, i, h) of the packed input, its gradient or dout (a layout with batch, seq, head). */
+template <typename T, typename L>
+__device__ __forceinline__ T *row_at(T *base, const L &l, int b, int i, int h) {
+    return base + (int64_t)b * l.batch + (int64_t)i * l.seq + (int64_t)h * l.head;
 }
 
 /* The geometry of kernels 1 and 3: lane holds dims d = lane + 32 k (k = 0, 1) of a row. RoPE's
@@ -111,9 +112,24 @@ __device__ __forceinline__ lane_norms lane_norms_of(const sbwd_args &a, int lane
             l.beta[nm][k] = in ? __ldg(a.beta[nm] + d) : 0.f;
         }
     }
-    l.alpha[0] = sbwd_alpha(a, 0);
-    l.alpha[1] = sbwd_alpha(a, 1);
+    l.alpha[0] = samel_alpha(a.alpha_at[0], __float_as_int(a.alpha[0]));
+    l.alpha[1] = samel_alpha(a.alpha_at[1], __float_as_int(a.alpha[1]));
     return l;
+}
+
+/* The row's four q/k chunks at the lane's dims (0 past D), loaded by kernels 1 and 3 alike. */
+template <typename T>
+__device__ __forceinline__ void lane_chunks(const sbwd_args &a, const T *xr, int lane, float (&xv)[4][2]) {
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const int d = lane + 32 * k;
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            int ch, nm, pr;
+            chunk_of(t, &ch, &nm, &pr);
+            xv[t][k] = d < a.dim ? dswa_to_f32(xr[(int64_t)ch * a.x.chunk + d * a.x.dim]) : 0.f;
+        }
+    }
 }
 
 /* The angle's sin and cos of the lane's dims at pos (cos 1, sin 0 where RoPE passes through). */
@@ -139,19 +155,13 @@ template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS
     const lane_norms l = lane_norms_of(a, lane);
     const T *__restrict__ x = (const T *)a.qkv, *__restrict__ dout = (const T *)a.dout;
     for (int i = i0; i < i0 + ROWS_PER_WARP && i < a.n; i++) {
-        const T *xr = x + (int64_t)b * a.x.batch + (int64_t)i * a.x.seq + (int64_t)h * a.x.head;
-        const T *gr = dout + (int64_t)b * a.ldout.batch + (int64_t)i * a.ldout.seq + (int64_t)h * a.ldout.head;
+        const T *xr = row_at(x, a.x, b, i, h), *gr = row_at(dout, a.ldout, b, i, h);
         float xv[4][2], vv[2], gv[2];
+        lane_chunks(a, xr, lane, xv);
 #pragma unroll
         for (int k = 0; k < 2; k++) {
             const int d = lane + 32 * k;
             const bool in = d < a.dim;
-#pragma unroll
-            for (int t = 0; t < 4; t++) {
-                int ch, nm, pr;
-                chunk_of(t, &ch, &nm, &pr);
-                xv[t][k] = in ? dswa_to_f32(xr[(int64_t)ch * a.x.chunk + d * a.x.dim]) : 0.f;
-            }
             vv[k] = in ? dswa_to_f32(xr[2 * a.x.chunk + d * a.x.dim]) : 0.f;
             gv[k] = in ? dswa_to_f32(gr[d * a.ldout.dim]) : 0.f;
         }
@@ -204,10 +214,11 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
     const T *__restrict__ x = (const T *)a.qkv;
     T *__restrict__ dx = (T *)a.dqkv;
     for (int i = i0; i < i0 + ROWS_PER_WARP && i < a.n; i++) {
-        const T *xr = x + (int64_t)b * a.x.batch + (int64_t)i * a.x.seq + (int64_t)h * a.x.head;
-        T *dxr = dx + (int64_t)b * a.dx.batch + (int64_t)i * a.dx.seq + (int64_t)h * a.dx.head;
+        const T *xr = row_at(x, a.x, b, i, h);
+        T *dxr = row_at(dx, a.dx, b, i, h);
         const int64_t o = one_row(a, b, i, h);
         float dr[4][2], xv[4][2], dvv[2];
+        lane_chunks(a, xr, lane, xv);
 #pragma unroll
         for (int k = 0; k < 2; k++) {
             const int d = lane + 32 * k;
@@ -217,7 +228,6 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
                 int ch, nm, pr;
                 chunk_of(t, &ch, &nm, &pr);
                 dr[t][k] = in ? (nm ? a.drk : a.drq)[pair_row(a, b, i, pr, h) + d] : 0.f;
-                xv[t][k] = in ? dswa_to_f32(xr[(int64_t)ch * a.x.chunk + d * a.x.dim]) : 0.f;
             }
             dvv[k] = in ? a.dv[o + d] : 0.f;
         }

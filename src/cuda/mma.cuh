@@ -108,7 +108,7 @@ template <> __device__ __forceinline__ float2 unpack2<__half>(uint32_t x) {
     return __half22float2(*(__half2 *)&x);
 }
 template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t x) {
-    return __bfloat1622float2(*(__nv_bfloat162 *)&x);
+    return make_float2(__uint_as_float(x << 16), __uint_as_float(x & 0xffff0000u));  /* exact */
 }
 
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void *row) {
