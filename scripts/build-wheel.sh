@@ -24,6 +24,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 say() { echo "build-wheel: $*"; }
 die() { echo "build-wheel: FAILED: $*" >&2; exit 1; }
+zip_list() { python3 -c 'import sys, zipfile; print("\n".join(zipfile.ZipFile(sys.argv[1]).namelist()))' "$1"; }
 
 out=${1:-build-wheel/dist}
 wb=build-wheel                       # make's BUILD for the wheel's library (ignored by git)
@@ -35,7 +36,7 @@ unset GPU_ARCH CUDA_ARCHS
 jobs=()
 case " ${MAKEFLAGS:-} " in *-j*|*jobserver*) ;; *) jobs=(-j"$(nproc 2>/dev/null || echo 2)") ;; esac
 
-for tool in make readelf unzip python3; do
+for tool in make readelf python3; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool not found"
 done
 config=$(make -s --no-print-directory BUILD="$wb" cuda-config) || die "make cuda-config"
@@ -116,7 +117,7 @@ DSWA_BUILD="$root/$wb" DSWA_NO_MAKE=1 "$venv/bin/python" -m pip wheel -q --disab
     { cat "$tmp/pip.log" >&2; die "pip wheel"; }
 raw=$(ls "$tmp"/raw/*.whl 2>/dev/null) || die "pip wheel made no wheel"
 [ "$(printf '%s\n' "$raw" | wc -l)" -eq 1 ] || die "pip wheel made several wheels: $raw"
-raw_files=$(unzip -Z1 "$raw") || die "unzip -Z1 $(basename "$raw")"
+raw_files=$(zip_list "$raw") || die "listing $(basename "$raw")"
 grep -qx 'dswa/libdswa\.so' <<< "$raw_files" || die "$(basename "$raw") has no dswa/libdswa.so"
 
 say "auditwheel repair $(basename "$raw")"
@@ -135,11 +136,11 @@ grep -q "consistent with the following platform tag: \"${tag%%.*}\"" <<< "$(tr -
     die "auditwheel show does not give the wheel's own tag $tag"
 
 # the bundled libraries, where auditwheel put them, and the library's RUNPATH to them
-files=$(unzip -Z1 "$whl") || die "unzip -Z1 $name"
+files=$(zip_list "$whl") || die "listing $name"
 grep -qx 'dswa/libdswa\.so' <<< "$files" || die "$name has no dswa/libdswa.so"
 gomp=$(printf '%s\n' "$files" | grep -E '^dswa\.libs/libgomp-[^/]*\.so' || true)
 [ -n "$gomp" ] || die "$name does not bundle libgomp (OpenMP) in dswa.libs/"
-(cd "$tmp/unpacked" && unzip -q "$whl") || die "unzip $name"
+python3 -m zipfile -e "$whl" "$tmp/unpacked" || die "unpacking $name"
 dyn=$(readelf -d "$tmp/unpacked/dswa/libdswa.so") || die "readelf -d dswa/libdswa.so"
 runpath=$(grep -E '\((RUNPATH|RPATH)\)' <<< "$dyn" || true)
 dyn_needed=$(grep '(NEEDED)' <<< "$dyn" || true)
