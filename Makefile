@@ -60,7 +60,7 @@ TEST_LIB_OBJ := $(patsubst tests/lib/%.c,$(BUILD)/obj/tests_%.o,$(TEST_LIB))
 # each build and rebuild them (and relink every test) the next time.
 .SECONDARY: $(TEST_LIB_OBJ)
 
-.PHONY: all test test-long bench check probe install uninstall clean cuda-note gpu-check ptxas-report FORCE
+.PHONY: all test test-long bench check probe install uninstall clean cuda-note gpu-check ptxas-report wheel cuda-config FORCE
 .DEFAULT_GOAL := all
 # Objects depend on the flags they were built with: changing GPU_ARCH, CFLAGS or NVFLAGS
 # rebuilds them instead of linking code built for another GPU.
@@ -196,6 +196,17 @@ endif
 # `+`: the script's own make calls share this make's jobserver (make -j).
 gpu-check:
 	+bash scripts/gpu-check.sh
+
+# The wheel for PyTorch users (scripts/build-wheel.sh: libdswa.so built in build-wheel/ for
+# every architecture of CUDA_ARCHS' default, tagged manylinux by auditwheel) into WHEEL_DIR
+# (default: the script's, build-wheel/dist).
+wheel:
+	+bash scripts/build-wheel.sh $(WHEEL_DIR)
+# What scripts/build-wheel.sh checks a build against: the toolkit (empty: no nvcc) and the
+# architectures with machine code (PTX of the first one for newer GPUs).
+cuda-config:
+	@echo 'CUDA_HOME=$(CUDA_HOME)'
+	@echo 'CUDA_ARCHS=$(CUDA_ARCHS)'
 
 # Registers, shared memory and spills per architecture, as ptxas reports them.
 ptxas-report:

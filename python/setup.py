@@ -4,7 +4,9 @@ finds it; the wheel is therefore tagged for the platform (py3-none-linux_x86_64)
 none yet (a fresh clone), it runs `make` in the repository root first (about 2 minutes with
 nvcc; extra make arguments from $DSWA_MAKE_FLAGS, e.g. "GPU_ARCH=90" for one GPU only).
 DSWA_NO_MAKE=1 skips that: the package then finds the library through $DSWA_LIB or the system
-linker path (`make install`)."""
+linker path (`make install`). $DSWA_BUILD names another build folder (make's BUILD, relative to
+the repository root or absolute) to take libdswa.so from: scripts/build-wheel.sh bundles
+build-wheel/'s this way."""
 import os
 import shlex
 import shutil
@@ -18,7 +20,8 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 
 
 def library():
-    lib = os.path.join(ROOT, "build", "libdswa.so")
+    build = os.environ.get("DSWA_BUILD") or "build"
+    lib = os.path.join(ROOT, build, "libdswa.so")
     if os.path.exists(lib) or os.environ.get("DSWA_NO_MAKE") == "1":
         return lib if os.path.exists(lib) else None
     if not os.path.exists(os.path.join(ROOT, "Makefile")):
@@ -26,7 +29,7 @@ def library():
     if shutil.which("make") is None:
         sys.exit(f"dswa: {lib} does not exist and `make` is not installed: build the library "
                  f"(make in {ROOT}), then pip install ./python again")
-    flags = shlex.split(os.environ.get("DSWA_MAKE_FLAGS", ""))
+    flags = shlex.split(os.environ.get("DSWA_MAKE_FLAGS", "")) + [f"BUILD={build}"]
     print(f"dswa: {lib} does not exist: running `make {' '.join(flags + ['all'])}` in {ROOT} "
           "(about 2 minutes with nvcc)", file=sys.stderr, flush=True)
     if subprocess.run(["make", "-C", ROOT] + flags + ["all"]).returncode != 0 or \

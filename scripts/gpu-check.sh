@@ -5,20 +5,27 @@
 # plugin path launched through the driver in a CUDA graph, then `dswa bench` (with the wide
 # kernel and fp32-accurate rows) and the README table from it, and `dswa bench --op samel`.
 # Logs and JSON go to OUTDIR (default: $OUT, else ./gpu-out); it ends with a short summary.
-#   scripts/gpu-check.sh [OUTDIR] [all|tests|bench|compare|block]
+#   scripts/gpu-check.sh [OUTDIR] [all|tests|bench|compare|block|wheel|multigpu]
 # `tests` and `bench` are the two halves of `all`; `compare` runs the Python comparators
 # (bench/compare.py: Triton block-tiled kernel, FlexAttention) and the plot, then the fused
 # block's comparator (compare.py --op samel: compiled prologue + op) and `dswa bench --op samel`,
 # joined by bench/readme_table.py: the fused block's README table (both ratios) and plot; `block`
 # (not in `all`) times one upstream-shaped SAME-L transformer block unswapped and swapped
-# (bench/compare.py --op block): the README's block table. Each part
+# (bench/compare.py --op block): the README's block table. `wheel` (not in `all`) installs a
+# wheel into a fresh environment with nvcc hidden and runs the Python tests from it with the
+# CUDA backend required (scripts/test-wheel.sh --deps-from python3 --require-cuda: numpy,
+# pytest, torch as python3 has them): $WHEEL, else the newest build-wheel/dist/dswa-*.whl (made
+# by scripts/build-wheel.sh on another machine and carried along: building one needs PyPI for
+# its tools), else one scripts/build-wheel.sh builds here. `multigpu` (not in `all`) runs
+# scripts/multi_gpu_train.py under torchrun on 2 GPUs (DDP and FSDP2 training, swapped against
+# unswapped; its summary in multigpu.json) and says so and skips with fewer. Each part
 # keeps within one device call (10 min): the sanitizer runs stop being started once the tests
 # part has run SANITIZER_UNTIL seconds (default 480). Without a GPU it says so and exits 1 at
 # once.
 set -u
 out=${1:-${OUT:-gpu-out}}
 part=${2:-all}
-case $part in all|tests|bench|compare|block) ;; *) echo "gpu-check: unknown part '$part' (all|tests|bench|compare|block)"; exit 2 ;; esac
+case $part in all|tests|bench|compare|block|wheel|multigpu) ;; *) echo "gpu-check: unknown part '$part' (all|tests|bench|compare|block|wheel|multigpu)"; exit 2 ;; esac
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
 if [ -z "$arch" ]; then
     echo "gpu-check: no GPU found (nvidia-smi is missing or lists no device): this job needs an NVIDIA GPU"
@@ -38,11 +45,13 @@ step "machine"
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm,clocks.mem --format=csv || true
 commit=${COMMIT:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
 echo "commit $commit, building for sm_$arch"
-step "build"
-t=$(date +%s)
-make -s -j"$(nproc)" GPU_ARCH="$arch" GIT_COMMIT="$commit" all > "$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; echo "BUILD FAILED"; exit 1; }
-grep -v '^ptxas warning' "$out/build.log" | tail -n 5
-note "build: $(secs "$t") s"
+if [ "$part" != wheel ]; then     # the wheel's library is built by scripts/build-wheel.sh
+    step "build"
+    t=$(date +%s)
+    make -s -j"$(nproc)" GPU_ARCH="$arch" GIT_COMMIT="$commit" all > "$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; echo "BUILD FAILED"; exit 1; }
+    grep -v '^ptxas warning' "$out/build.log" | tail -n 5
+    note "build: $(secs "$t") s"
+fi
 
 if [ "$part" = all ] || [ "$part" = tests ]; then
     part_start=$(date +%s)
@@ -151,6 +160,50 @@ if [ "$part" = block ]; then
     [ $r -eq 0 ] && r=ok || { r="exit $r"; rc=1; }
     python3 bench/compare.py --table "$out/block-compare.json" > "$out/readme-block.md" || rc=1
     note "block comparator: $r in $(secs "$t") s (README table: readme-block.md)"
+fi
+if [ "$part" = wheel ]; then
+    step "the wheel: the Python tests from it, installed with nvcc hidden (scripts/test-wheel.sh)"
+    t=$(date +%s)
+    whl=${WHEEL:-}
+    if [ -z "$whl" ]; then
+        whl=$(ls -t build-wheel/dist/dswa-*.whl 2>/dev/null | head -n 1)
+        [ -z "$whl" ] || echo "WHEEL is not set: the newest in build-wheel/dist"
+    fi
+    if [ -z "$whl" ]; then
+        echo "WHEEL is not set and build-wheel/dist has none: scripts/build-wheel.sh builds one (every architecture)"
+        rm -rf "$out/wheel"
+        if bash scripts/build-wheel.sh "$out/wheel" > "$out/build-wheel.log" 2>&1; then
+            whl=$(ls "$out"/wheel/*.whl)
+        else
+            tail -n 30 "$out/build-wheel.log"; echo "BUILD OF THE WHEEL FAILED"
+        fi
+        note "build-wheel: $(secs "$t") s"
+    fi
+    if [ -n "$whl" ]; then
+        t=$(date +%s)
+        echo "wheel: $whl"
+        if bash scripts/test-wheel.sh --deps-from python3 --require-cuda "$whl" > "$out/test-wheel.log" 2>&1; then r=ok; else r=FAILED; rc=1; fi
+        grep -E '^test-wheel:|passed|failed|SKIPPED|FAIL' "$out/test-wheel.log" | tail -n 40
+        note "Python tests from the wheel $(basename "$whl") (CUDA required): $r in $(secs "$t") s"
+    else
+        rc=1; note "Python tests from the wheel: no wheel"
+    fi
+fi
+if [ "$part" = multigpu ]; then
+    step "training on 2 GPUs: DDP and FSDP2, swapped against unswapped (scripts/multi_gpu_train.py)"
+    n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+    if [ "$n" -lt 2 ]; then
+        echo "skipped: $n GPU on this machine; scripts/multi_gpu_train.py needs 2 (NCCL)"
+        note "multigpu: skipped ($n GPU; needs 2)"
+    else
+        t=$(date +%s)
+        rm -f "$out/multigpu.json"
+        if DSWA_LIB="$PWD/build/libdswa.so" timeout 540 python3 -m torch.distributed.run --standalone \
+            --nproc_per_node 2 scripts/multi_gpu_train.py --json "$out/multigpu.json" \
+            > "$out/multigpu.log" 2>&1; then r=ok; else r=FAILED; rc=1; fi
+        grep -E '^multi_gpu_train:' "$out/multigpu.log" || tail -n 30 "$out/multigpu.log"
+        note "multigpu (DDP float32, FSDP2 bfloat16, 2 GPUs): $r in $(secs "$t") s"
+    fi
 fi
 step "summary (commit $commit)"
 printf '%s' "$summary"

@@ -2,7 +2,8 @@
 LONG (DSWA_TEST_LONG=1).
 
 The tests run under pytest or, without it, under run_all.py; a skip is unittest.SkipTest,
-which both understand. The package is imported from this source tree (python/).
+which both understand. The package is imported from the folder above the tests: this source
+tree (python/), or, for a copy of the tests elsewhere (scripts/test-wheel.sh), the installed one.
 """
 import os
 import sys

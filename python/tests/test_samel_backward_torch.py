@@ -338,7 +338,7 @@ def doc_snippet():
     """The first python code block of docs/PYTHON.md's "Training" section."""
     path = os.path.join(ROOT, "docs", "PYTHON.md")
     if not os.path.exists(path):
-        skip("skipped: docs/PYTHON.md not found")
+        skip(f"skipped: {path} not found (the tests run outside the repository)")
     text = open(path).read()
     sec = text[text.index("\n## Training"):]
     return re.search(r"```python\n(.*?)```", sec, re.S).group(1)

@@ -41,6 +41,16 @@ def check(fn):
     return fn
 
 
+# docs/AOT.md's examples are checked where the tests sit in the repository (python/tests); a
+# copy of the tests run against an installed wheel (scripts/test-wheel.sh) has no docs/.
+AOT_DOC = os.path.join(os.path.dirname(os.path.dirname(HERE)), "docs", "AOT.md")
+AOT_DOC_SKIP = f"skipped: {AOT_DOC} not found (the tests run outside the repository)"
+
+
+def aot_doc():
+    return open(AOT_DOC).read() if os.path.exists(AOT_DOC) else None
+
+
 @check
 def no_tensorrt_messages():
     sys.modules["tensorrt"] = None                    # import tensorrt fails
@@ -538,7 +548,9 @@ def docs_aot_example():
         return "skipped: no aot_impl in this TensorRT"
     import re
     import textwrap
-    doc = open(os.path.join(os.path.dirname(os.path.dirname(HERE)), "docs", "AOT.md")).read()
+    doc = aot_doc()
+    if doc is None:
+        return AOT_DOC_SKIP
     block = re.search(r"In an `aot_impl`.*?```python\n(.*?)```", doc, re.S).group(1)
     k = _lib.aot_kernel(ARCH, _lib.F16, 17, 17)
     ns = {"meta": {"kernel": k.name}, "ptx": k.ptx, "WL": 17, "WR": 17,
@@ -939,7 +951,9 @@ def samel_docs_aot_example():
     import re
     import textwrap
     from typing import Tuple, Union
-    doc = open(os.path.join(os.path.dirname(os.path.dirname(HERE)), "docs", "AOT.md")).read()
+    doc = aot_doc()
+    if doc is None:
+        return AOT_DOC_SKIP
     block = re.search(r"## The fused SAME-L kernel.*?In an `aot_impl`.*?```python\n(.*?)```", doc,
                       re.S).group(1)
     pid = "dswadoc::samel"
