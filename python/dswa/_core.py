@@ -15,22 +15,26 @@ def _dtype_name(x):
     return str(x.dtype).rpartition(".")[2]      # torch.float32 / numpy float32 -> "float32"
 
 
+def _array_kind(a, name):
+    """(torch.Tensor or numpy.ndarray, whether torch's) for argument `name`; TypeError for
+    anything else."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(a, torch.Tensor):
+        return torch.Tensor, True
+    try:
+        import numpy
+    except ImportError:
+        numpy = None
+    if numpy is None or not isinstance(a, numpy.ndarray):
+        raise TypeError(f"dswa: {name} is a {type(a).__module__}.{type(a).__name__}: expected a "
+                        "torch.Tensor or a numpy.ndarray")
+    return numpy.ndarray, False
+
+
 def check_args(q, k, v, out, heads):
     """ValueError unless q, k (B, N, 2H, D) or (B, N, 2, H, D), v the same or (B, N, H, D),
     and out (if given) (B, N, H, D) agree in kind, dtype and device. (B, N, H, D, shared_v)."""
-    torch = sys.modules.get("torch")
-    is_torch = torch is not None and isinstance(q, torch.Tensor)
-    if is_torch:
-        kind = torch.Tensor
-    else:
-        try:
-            import numpy
-        except ImportError:
-            numpy = None
-        kind = numpy.ndarray if numpy else None
-        if kind is None or not isinstance(q, kind):
-            raise TypeError(f"dswa: q is a {type(q).__module__}.{type(q).__name__}: expected a "
-                            "torch.Tensor or a numpy.ndarray")
+    kind, is_torch = _array_kind(q, "q")
     named = [("k", k), ("v", v)] + ([("out", out)] if out is not None else [])
     for name, t in named:
         if not isinstance(t, kind):
@@ -227,19 +231,7 @@ def samel_check_args(x, norms, out, heads):
     the four norm vectors (q_gamma, q_beta, k_gamma, k_beta) float32 (D,) of x's kind and device,
     and out (if given) (B, N, H*D) or (B, N, H, D) of x's dtype and device. D is the norms'
     length; H comes from x's shape (checked against `heads` when given). (B, N, H, D)."""
-    torch = sys.modules.get("torch")
-    is_torch = torch is not None and isinstance(x, torch.Tensor)
-    if is_torch:
-        kind = torch.Tensor
-    else:
-        try:
-            import numpy
-        except ImportError:
-            numpy = None
-        kind = numpy.ndarray if numpy else None
-        if kind is None or not isinstance(x, kind):
-            raise TypeError(f"dswa: x is a {type(x).__module__}.{type(x).__name__}: expected a "
-                            "torch.Tensor or a numpy.ndarray")
+    kind, is_torch = _array_kind(x, "x")
     if _dtype_name(x) not in DTYPES:
         raise ValueError(f"dswa: x.dtype = {x.dtype} is not supported: float32, float16 or "
                          "bfloat16" + ("" if is_torch else " (numpy: float32 or float16)"))

@@ -78,15 +78,17 @@ const char *dswa_kernel_name(const dswa_problem *p) {
     dswa_problem f = *p; /* the fields only: an empty problem's pointers are not read */
     if (f.batch > 0) f.batch = 0;
     if (dswa_validate(&f, NULL, NULL, NULL, NULL)) return NULL;
-    if (p->head_dim != DSWA_HEAD_DIM) {
-        dswa_fail(DSWA_ERR_UNSUPPORTED, "head_dim = %d: the CUDA kernels implement head_dim %d only",
-                  p->head_dim, DSWA_HEAD_DIM);
-        return NULL;
-    }
-    const int32_t n1 = p->seq_len > 0 ? p->seq_len - 1 : 0;
-    const dswa_kernel *k = dswa_kernel_pick_or_fail(p->dtype, p->math, p->window_left < n1 ? p->window_left : n1,
-                                                    p->window_right < n1 ? p->window_right : n1);
+    if (!dswa_cuda_head_dim_ok(p->head_dim)) return NULL;
+    const dswa_kernel *k = dswa_kernel_pick_or_fail(p->dtype, p->math, dswa_window_seen(p->window_left, p->seq_len),
+                                                    dswa_window_seen(p->window_right, p->seq_len));
     return k ? k->entry : NULL;
+}
+
+int dswa_cuda_head_dim_ok(int32_t head_dim) {
+    if (head_dim == DSWA_HEAD_DIM) return 1;
+    dswa_fail(DSWA_ERR_UNSUPPORTED, "head_dim = %d: the CUDA kernels implement head_dim %d only",
+              head_dim, DSWA_HEAD_DIM);
+    return 0;
 }
 
 dswa_backward_problem dswa_backward_problem_default(const dswa_problem *fwd) {

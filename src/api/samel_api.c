@@ -114,14 +114,9 @@ const char *dswa_samel_kernel_name(const dswa_samel_problem *p) {
     dswa_samel_problem f = *p; /* the fields only: an empty problem's pointers are not read */
     if (f.batch > 0) f.batch = 0;
     if (dswa_samel_validate(&f, NULL, NULL)) return NULL;
-    if (p->head_dim != DSWA_HEAD_DIM) {
-        dswa_fail(DSWA_ERR_UNSUPPORTED, "head_dim = %d: the CUDA kernels implement head_dim %d only",
-                  p->head_dim, DSWA_HEAD_DIM);
-        return NULL;
-    }
-    const int32_t n1 = p->seq_len > 0 ? p->seq_len - 1 : 0;
-    const dswa_kernel *k = dswa_samel_kernel_pick(p->dtype, p->math, p->window_left < n1 ? p->window_left : n1,
-                                                  p->window_right < n1 ? p->window_right : n1, p->rot_dims);
+    if (!dswa_cuda_head_dim_ok(p->head_dim)) return NULL;
+    const dswa_kernel *k = dswa_samel_kernel_pick(p->dtype, p->math, dswa_window_seen(p->window_left, p->seq_len),
+                                                  dswa_window_seen(p->window_right, p->seq_len), p->rot_dims);
     return k ? k->entry : NULL;
 }
 
