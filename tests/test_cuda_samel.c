@@ -445,32 +445,32 @@ static char family_of(const spec *s, int prec) { return s->family[precisions[pre
 #define P_MAX (INT32_MAX - 69) /* with N = 70: the last position is INT32_MAX */
 
 static const spec cases[] = {
-    /* name                     B  N    H   wl   wr  rot       pos    lam    scale  lay fam small */
-    {"SAME-L",                  2, 300, 24, 17,  17, {32, 32}, 0,     1.f,   0.125f, 0, "bb", 0},
-    {"N=1",                     2, 1,   3,  17,  17, {32, 32}, 0,     0.37f, 0.125f, 0, "bb", 1},
-    {"N=10 < window",           3, 10,  2,  17,  17, {32, 32}, 5,     0.5f,  0.125f, 0, "bb", 0},
-    {"N=130, W 5/30, padded",   2, 130, 3,  5,   30, {16, 16}, 77,    0.37f, 0.2f,   1, "bb", 1},
-    {"span 48, five tensors",   1, 200, 2,  40,  8,  {32, 32}, 1000,  1.f,  -0.125f, 2, "bb", 0},
-    {"window 0/0",              2, 70,  2,  0,   0,  {32, 32}, 3,     0.5f,  0.125f, 0, "bb", 0},
-    {"lambda 0, head-major",    1, 129, 2,  17,  0,  {32, 32}, 0,     0.f,   0.125f, 3, "bb", 0},
-    {"scale 0",                 1, 100, 2,  17,  17, {32, 32}, 9,     0.5f,  0.f,    0, "bb", 0},
-    {"scale -0.3, W 0/24",      2, 90,  2,  0,   24, {32, 32}, 40,    1.f,  -0.3f,   4, "bb", 0},
-    {"rot 0",                   1, 150, 2,  17,  17, {0, 0},   11,    1.f,   0.125f, 0, "bb", 0},
-    {"rot 8 (f32) / 24 (16b)",  2, 100, 2,  17,  17, {8, 24},  7,     1.f,   0.125f, 0, "bs", 1},
-    {"rot 40 (f32) / 48 (16b)", 1, 100, 2,  12,  20, {40, 48}, 7,     0.5f,  0.125f, 4, "sb", 1},
-    {"rot 64",                  1, 80,  2,  17,  17, {64, 64}, 3,     1.f,   0.125f, 0, "sb", 0},
-    {"pos 10^6",                2, 100, 2,  17,  17, {32, 32}, 1000000, 1.f, 0.125f, 0, "bb", 0},
-    {"pos INT32_MAX - N + 1",   1, 70,  2,  17,  17, {32, 32}, P_MAX, 1.f,   0.125f, 1, "bb", 1},
-    {"W 64/64",                 2, 200, 2,  64,  64, {32, 32}, 50,    1.f,   0.125f, 0, "ss", 1},
-    {"W 128/3, padded",         1, 300, 2,  128, 3,  {32, 32}, 0,     0.5f,  0.125f, 1, "ss", 0},
-    {"W 100/100 > N=90",        1, 90,  2,  100, 100,{32, 32}, 0,     1.f,   0.125f, 2, "ss", 0},
-    {"W 100/100 > N=20 (clamp)",2, 20,  2,  100, 100,{32, 32}, 0,     1.f,   0.125f, 0, "bb", 1},
-    {"scalar, N=1",             1, 1,   2,  64,  0,  {40, 24}, 0,     0.5f,  0.125f, 0, "ss", 1},
-    {"scalar, pos INT32_MAX-N+1", 1, 70, 2, 0,   64, {64, 24}, P_MAX, 1.f,  -0.125f, 3, "ss", 0},
-    {"scalar, rot 0, lambda 0", 2, 65,  2,  30,  30, {0, 0},   1,     0.f,   0.2f,   4, "ss", 0},
-    {"size-1 axes, odd strides",1, 100, 1,  17,  17, {32, 32}, 0,     1.f,   0.125f, 5, "bb", 1},
-    {"N=1, H=1, odd strides",   1, 1,   1,  64,  64, {32, 32}, 0,     0.6f,  0.125f, 5, "bb", 0},
-    {"L=1292 (sampled)",        1, 1292, 24, 17, 17, {32, 32}, 0,     1.f,   0.125f, 0, "bb", 0},
+    /* name                     B  N    H   wl   wr  rot       pos    lam    scale  lay fam small own */
+    {"SAME-L",                  2, 300, 24, 17,  17, {32, 32}, 0,     1.f,   0.125f, 0, "bb", 0, 0},
+    {"N=1",                     2, 1,   3,  17,  17, {32, 32}, 0,     0.37f, 0.125f, 0, "bb", 1, 0},
+    {"N=10 < window",           3, 10,  2,  17,  17, {32, 32}, 5,     0.5f,  0.125f, 0, "bb", 0, 0},
+    {"N=130, W 5/30, padded",   2, 130, 3,  5,   30, {16, 16}, 77,    0.37f, 0.2f,   1, "bb", 1, 0},
+    {"span 48, five tensors",   1, 200, 2,  40,  8,  {32, 32}, 1000,  1.f,  -0.125f, 2, "bb", 0, 0},
+    {"window 0/0",              2, 70,  2,  0,   0,  {32, 32}, 3,     0.5f,  0.125f, 0, "bb", 0, 0},
+    {"lambda 0, head-major",    1, 129, 2,  17,  0,  {32, 32}, 0,     0.f,   0.125f, 3, "bb", 0, 0},
+    {"scale 0",                 1, 100, 2,  17,  17, {32, 32}, 9,     0.5f,  0.f,    0, "bb", 0, 0},
+    {"scale -0.3, W 0/24",      2, 90,  2,  0,   24, {32, 32}, 40,    1.f,  -0.3f,   4, "bb", 0, 0},
+    {"rot 0",                   1, 150, 2,  17,  17, {0, 0},   11,    1.f,   0.125f, 0, "bb", 0, 0},
+    {"rot 8 (f32) / 24 (16b)",  2, 100, 2,  17,  17, {8, 24},  7,     1.f,   0.125f, 0, "bs", 1, 0},
+    {"rot 40 (f32) / 48 (16b)", 1, 100, 2,  12,  20, {40, 48}, 7,     0.5f,  0.125f, 4, "sb", 1, 0},
+    {"rot 64",                  1, 80,  2,  17,  17, {64, 64}, 3,     1.f,   0.125f, 0, "sb", 0, 0},
+    {"pos 10^6",                2, 100, 2,  17,  17, {32, 32}, 1000000, 1.f, 0.125f, 0, "bb", 0, 0},
+    {"pos INT32_MAX - N + 1",   1, 70,  2,  17,  17, {32, 32}, P_MAX, 1.f,   0.125f, 1, "bb", 1, 0},
+    {"W 64/64",                 2, 200, 2,  64,  64, {32, 32}, 50,    1.f,   0.125f, 0, "ss", 1, 0},
+    {"W 128/3, padded",         1, 300, 2,  128, 3,  {32, 32}, 0,     0.5f,  0.125f, 1, "ss", 0, 0},
+    {"W 100/100 > N=90",        1, 90,  2,  100, 100,{32, 32}, 0,     1.f,   0.125f, 2, "ss", 0, 0},
+    {"W 100/100 > N=20 (clamp)",2, 20,  2,  100, 100,{32, 32}, 0,     1.f,   0.125f, 0, "bb", 1, 0},
+    {"scalar, N=1",             1, 1,   2,  64,  0,  {40, 24}, 0,     0.5f,  0.125f, 0, "ss", 1, 0},
+    {"scalar, pos INT32_MAX-N+1", 1, 70, 2, 0,   64, {64, 24}, P_MAX, 1.f,  -0.125f, 3, "ss", 0, 0},
+    {"scalar, rot 0, lambda 0", 2, 65,  2,  30,  30, {0, 0},   1,     0.f,   0.2f,   4, "ss", 0, 0},
+    {"size-1 axes, odd strides",1, 100, 1,  17,  17, {32, 32}, 0,     1.f,   0.125f, 5, "bb", 1, 0},
+    {"N=1, H=1, odd strides",   1, 1,   1,  64,  64, {32, 32}, 0,     0.6f,  0.125f, 5, "bb", 0, 0},
+    {"L=1292 (sampled)",        1, 1292, 24, 17, 17, {32, 32}, 0,     1.f,   0.125f, 0, "bb", 0, 0},
     {"own frequencies",         2, 150, 3,  17,  17, {32, 32}, 500,   1.f,   0.125f, 0, "bb", 1, 1},
     {"own frequencies, rot 64", 1, 100, 2,  17,  17, {64, 64}, 9,     1.f,   0.125f, 0, "sb", 1, 1},
     {"own frequencies, scalar", 1, 90,  2,  40,  40, {32, 32}, 70,    1.f,   0.125f, 0, "ss", 1, 1},
@@ -529,11 +529,11 @@ static const char *const wrong_names[WRONG_COUNT] = {
 static void test_self_check(void) {
     /* wrong kernels checked: bit w of mask for wrong_names[w] */
     static const struct { spec s; unsigned mask; } sc[] = {
-        {{"self-check band", 2, 150, 3, 17, 17, {32, 32}, 1000, 1.f, 0.125f, 1, "bb", 1}, 0x0f},
-        {{"self-check band, pos 10^6", 1, 150, 3, 17, 17, {32, 32}, 1000000, 1.f, 0.125f, 0, "bb", 0}, 0x30},
-        {{"self-check band, pos 2^31-N", 1, 70, 3, 17, 17, {32, 32}, P_MAX, 1.f, 0.125f, 0, "bb", 1}, 0x30},
-        {{"self-check scalar", 1, 100, 2, 40, 30, {40, 24}, 1000, 1.f, 0.125f, 0, "ss", 1}, 0x0f},
-        {{"self-check scalar, pos 10^6", 1, 100, 2, 40, 30, {40, 24}, 1000000, 1.f, 0.125f, 0, "ss", 0}, 0x30}};
+        {{"self-check band", 2, 150, 3, 17, 17, {32, 32}, 1000, 1.f, 0.125f, 1, "bb", 1, 0}, 0x0f},
+        {{"self-check band, pos 10^6", 1, 150, 3, 17, 17, {32, 32}, 1000000, 1.f, 0.125f, 0, "bb", 0, 0}, 0x30},
+        {{"self-check band, pos 2^31-N", 1, 70, 3, 17, 17, {32, 32}, P_MAX, 1.f, 0.125f, 0, "bb", 1, 0}, 0x30},
+        {{"self-check scalar", 1, 100, 2, 40, 30, {40, 24}, 1000, 1.f, 0.125f, 0, "ss", 1, 0}, 0x0f},
+        {{"self-check scalar, pos 10^6", 1, 100, 2, 40, 30, {40, 24}, 1000000, 1.f, 0.125f, 0, "ss", 0, 0}, 0x30}};
     for (size_t k = 0; k < sizeof sc / sizeof sc[0]; k++)
         for (int prec = 0; prec < 4; prec++) {
             /* --small: the first in every precision, the other small ones in bf16 */
@@ -601,8 +601,8 @@ static void test_self_check(void) {
    here, and the reference must agree with it as the output must agree with the reference. */
 static void test_nonfinite(void) {
     static const spec nf[2] = {
-        {"band", 2, 130, 3, 4, 9, {32, 32}, 21, 1.f, 0.125f, 1, "bb", 1},
-        {"scalar", 2, 130, 3, 40, 30, {32, 32}, 21, 1.f, 0.125f, 0, "ss", 1}};
+        {"band", 2, 130, 3, 4, 9, {32, 32}, 21, 1.f, 0.125f, 1, "bb", 1, 0},
+        {"scalar", 2, 130, 3, 40, 30, {32, 32}, 21, 1.f, 0.125f, 0, "ss", 1, 0}};
     for (int k = 0; k < 2; k++)
         for (int prec = 0; prec < 4; prec++) {
             if (small_only && prec != 3 && !(prec == 0 && k == 1)) continue; /* bf16; scalar f32 */
@@ -704,9 +704,9 @@ static void test_refusals(void) {
 static void test_graph(void) {
     enum { CALLS = 3 };
     static const spec gs[CALLS] = {
-        {"graph: band bf16", 2, 300, 4, 17, 17, {32, 32}, 0, 0.8f, 0.125f, 0, "bb", 1},
-        {"graph: scalar f32", 1, 200, 2, 64, 64, {32, 32}, 100, 1.f, 0.125f, 0, "ss", 1},
-        {"graph: band f16", 2, 130, 3, 5, 30, {32, 32}, 5000, 0.5f, 0.2f, 4, "bb", 1}};
+        {"graph: band bf16", 2, 300, 4, 17, 17, {32, 32}, 0, 0.8f, 0.125f, 0, "bb", 1, 0},
+        {"graph: scalar f32", 1, 200, 2, 64, 64, {32, 32}, 100, 1.f, 0.125f, 0, "ss", 1, 0},
+        {"graph: band f16", 2, 130, 3, 5, 30, {32, 32}, 5000, 0.5f, 0.2f, 4, "bb", 1, 0}};
     static const int prec[CALLS] = {3, 0, 2};
     const int replays = small_only ? 4 : 100;
     cudaStream_t s;
@@ -784,8 +784,8 @@ static void test_graph(void) {
    scalar kernels); the two alpha sets give different outputs. */
 static void test_alpha_at_graph(void) {
     static const spec gs[2] = {
-        {"alpha_at graph: band bf16", 2, 300, 3, 17, 17, {32, 32}, 0, 1.f, 0.125f, 0, "bb", 1},
-        {"alpha_at graph: scalar f32", 1, 150, 2, 40, 40, {32, 32}, 9, 1.f, 0.125f, 0, "ss", 1}};
+        {"alpha_at graph: band bf16", 2, 300, 3, 17, 17, {32, 32}, 0, 1.f, 0.125f, 0, "bb", 1, 0},
+        {"alpha_at graph: scalar f32", 1, 150, 2, 40, 40, {32, 32}, 9, 1.f, 0.125f, 0, "ss", 1, 0}};
     static const int prec[2] = {3, 0};
     printf("alpha_at in a CUDA graph\n");
     for (int k = 0; k < 2; k++) {
