@@ -71,11 +71,13 @@ def event_time(fn, calls, warm, repeats):
     return statistics.median(times), min(times), max(times)
 
 
-def timed(fn, args):
-    """(ms per call, how it was timed, calls per graph)."""
+def timed(fn, args, calls=None):
+    """(ms per call, how it was timed, calls per graph); calls None: as many as fill about
+    TARGET_MS, 2 to SP.GRAPH_CALLS."""
     import torch
-    one = event_time(fn, 1, 2, 3)[0] if args.device == "cuda" else 1.0
-    calls = max(2, min(SP.GRAPH_CALLS, round(TARGET_MS / max(one, 1e-3))))
+    if calls is None:
+        one = event_time(fn, 1, 2, 3)[0] if args.device == "cuda" else 1.0
+        calls = max(2, min(SP.GRAPH_CALLS, round(TARGET_MS / max(one, 1e-3))))
     try:
         return SP.graph_time(fn, calls, args.graph_warmup, args.graph_repeats,
                              args.device)[0], ("cuda-graph" if args.device == "cuda"

@@ -72,11 +72,14 @@ def make_paths(torch, dswa_math):
              for p in (0, 1)]
         return torch.sub(a[0], a[1], alpha=LAM).transpose(1, 2)
 
+    import dswa._core
+    freq = list(dswa._core.rope_freq(SP.ROT, SP.BASE, None))   # the op takes the frequencies
+
     def fused(x, params):
         q_gamma, q_beta, k_gamma, k_beta = params[:4]
         op = torch.ops.dswa.samel_attention
         out = op(x, q_gamma, q_beta, k_gamma, k_beta, SP.Q_ALPHA, SP.K_ALPHA, H, W, W, SCALE, LAM,
-                 SP.ROT, SP.BASE, 0, dswa_math)
+                 SP.ROT, freq, 0, dswa_math)
         return out.view(x.shape[0], x.shape[1], H, D)
 
     return {"flex": flex, "chunked": chunked, "dswa": fused}
@@ -127,7 +130,7 @@ def run_row(L, dt_name, args, dswa_math, tol):
                 return torch.autograd.grad(f(x, params), inputs, dout, allow_unused=True)
 
             def time_it(key, fn):
-                r[f"{key}_ms"], how = block_bench.timed(fn, args)
+                r[f"{key}_ms"], how, _ = block_bench.timed(fn, args, SP.GRAPH_CALLS)
                 row["timing"] = how if row["timing"] in (None, how) else "mixed"
 
             t0 = time.time()
