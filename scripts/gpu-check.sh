@@ -5,7 +5,7 @@
 # plugin path launched through the driver in a CUDA graph, then `dswa bench` (with the wide
 # kernel and fp32-accurate rows) and the README table from it, and `dswa bench --op samel`.
 # Logs and JSON go to OUTDIR (default: $OUT, else ./gpu-out); it ends with a short summary.
-#   scripts/gpu-check.sh [OUTDIR] [all|tests|bench|compare|block|wheel|multigpu]
+#   scripts/gpu-check.sh [OUTDIR] [all|tests|bench|compare|block|wheel|multigpu|upstream]
 # `tests` and `bench` are the two halves of `all`; `compare` runs the Python comparators
 # (bench/compare.py: Triton block-tiled kernel, FlexAttention) and the plot, then the fused
 # block's comparator (compare.py --op samel: compiled prologue + op) and `dswa bench --op samel`,
@@ -18,14 +18,17 @@
 # by scripts/build-wheel.sh on another machine and carried along: building one needs PyPI for
 # its tools), else one scripts/build-wheel.sh builds here. `multigpu` (not in `all`) runs
 # scripts/multi_gpu_train.py under torchrun on 2 GPUs (DDP and FSDP2 training, swapped against
-# unswapped; its summary in multigpu.json) and says so and skips with fewer. Each part
+# unswapped; its summary in multigpu.json) and says so and skips with fewer. `upstream` (not
+# in `all`) runs scripts/upstream_check.py: upstream's own TransformerResamplingBlock at SAME-L's
+# size, cast whole to each dtype, swapped against unswapped, with UPSTREAM the directory holding
+# its stable_audio_3 package (carried along: the GPU machine has no network). Each part
 # keeps within one device call (10 min): the sanitizer runs stop being started once the tests
 # part has run SANITIZER_UNTIL seconds (default 480). Without a GPU it says so and exits 1 at
 # once.
 set -u
 out=${1:-${OUT:-gpu-out}}
 part=${2:-all}
-case $part in all|tests|bench|compare|block|wheel|multigpu) ;; *) echo "gpu-check: unknown part '$part' (all|tests|bench|compare|block|wheel|multigpu)"; exit 2 ;; esac
+case $part in all|tests|bench|compare|block|wheel|multigpu|upstream) ;; *) echo "gpu-check: unknown part '$part' (all|tests|bench|compare|block|wheel|multigpu|upstream)"; exit 2 ;; esac
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
 if [ -z "$arch" ]; then
     echo "gpu-check: no GPU found (nvidia-smi is missing or lists no device): this job needs an NVIDIA GPU"
@@ -203,6 +206,18 @@ if [ "$part" = multigpu ]; then
             > "$out/multigpu.log" 2>&1; then r=ok; else r=FAILED; rc=1; fi
         grep -E '^multi_gpu_train:' "$out/multigpu.log" || tail -n 30 "$out/multigpu.log"
         note "multigpu (DDP float32, FSDP2 bfloat16, 2 GPUs): $r in $(secs "$t") s"
+    fi
+fi
+if [ "$part" = upstream ]; then
+    step "upstream's TransformerResamplingBlock, cast whole, swapped against unswapped"
+    if [ -z "${UPSTREAM:-}" ] || [ ! -d "$UPSTREAM/stable_audio_3" ]; then
+        echo "UPSTREAM='${UPSTREAM:-}' holds no stable_audio_3/: set it to a checkout of upstream's code"
+        note "upstream: no UPSTREAM"; rc=1
+    else
+        t=$(date +%s)
+        if DSWA_LIB="$PWD/build/libdswa.so" timeout 540 python3 scripts/upstream_check.py             --upstream "$UPSTREAM" --json "$out/upstream.json" > "$out/upstream.log" 2>&1; then r=ok; else r=FAILED; rc=1; fi
+        grep '^{' "$out/upstream.log" || tail -n 30 "$out/upstream.log"
+        note "upstream's block cast whole (scripts/upstream_check.py): $r in $(secs "$t") s"
     fi
 fi
 step "summary (commit $commit)"

@@ -1,0 +1,129 @@
+"""The drop-in inside upstream's own code: stable_audio_3's TransformerResamplingBlock (the
+SAME-L autoencoder's resampling stage: TransformerBlocks with DyT, differential attention,
+RoPE, called with the window it computes from stride and sliding_window), built as its
+scripts build it and cast whole (`model.to(dtype)`: float32, float16, bfloat16, the rotary
+inv_freq buffer included), unswapped and swapped with dswa.samel.swap_attention.
+
+For each dtype: the output of a forward (eval, no grad) and of a training step (train,
+activation checkpointing as upstream's checkpointing=True, forward + backward over every
+parameter) swapped against unswapped (relative Frobenius error: the output, every parameter's
+gradient), the number of dswa warnings (each a fallback to upstream's forward: must be 0), and
+ms per call of each (CUDA: CUDA events around repeated calls after warm-up; CPU: wall clock).
+Exit 1 on any warning or an error above the dtype's bound.
+
+    python3 scripts/upstream_check.py --upstream DIR [--device cuda] [--dim 1536] [--L 1292]
+        [--depth 1] [--json OUT.json]
+
+DIR holds upstream's `stable_audio_3` package (a checkout of Stability-AI/stable-audio-3);
+it imports einops, and torchaudio only by name (a stub module is enough on the CPU).
+"""
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+import warnings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# swapped against unswapped, both in the dtype (each side's own roundings)
+TOL = {"float32": 1e-2, "float16": 2e-2, "bfloat16": 8e-2}
+
+
+def rel(a, b):
+    a, b = a.detach().double(), b.detach().double()
+    return float((a - b).norm() / max(float(b.norm()), 1e-30))
+
+
+def timed(fn, device, reps):
+    import torch
+    for _ in range(2):
+        fn()
+    if device == "cuda":
+        torch.cuda.synchronize()
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(reps):
+            fn()
+        e1.record()
+        e1.synchronize()
+        return e0.elapsed_time(e1) / reps
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return (time.perf_counter() - t0) * 1e3 / reps
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--upstream", required=True, help="directory holding stable_audio_3/")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--dim", type=int, default=1536)
+    ap.add_argument("--L", type=int, default=1292, help="latent frames (N = 17 L tokens)")
+    ap.add_argument("--depth", type=int, default=1, help="transformer blocks in the stage")
+    ap.add_argument("--dtypes", nargs="+", default=["float32", "float16", "bfloat16"])
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    sys.path[:0] = [args.upstream, os.path.join(ROOT, "python")]
+    import torch
+    import dswa.samel
+    from stable_audio_3.models.autoencoders import TransformerResamplingBlock
+
+    dev, stride = args.device, 16
+    result = {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu",
+              "torch": torch.__version__, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "dim": args.dim, "L": args.L, "depth": args.depth, "rows": []}
+    ok = True
+    for dtype in args.dtypes:
+        dt = getattr(torch, dtype)
+        torch.manual_seed(0)
+        # SAME-L's decoder stage: latent -> 16 tokens per frame, sliding window [1, 1] latent
+        # frames = [17, 17] tokens, DyT, differential attention with feat_scale, heads of 64
+        ref = TransformerResamplingBlock(args.dim, args.dim, stride, sliding_window=[1, 1],
+                                         type="decoder", transformer_depth=args.depth,
+                                         dim_heads=64, feat_scale=True)
+        for p in ref.parameters():      # upstream zero-inits the branch outputs: make them count
+            with torch.no_grad():
+                p.add_(0.02 * torch.randn_like(p))
+        ref = ref.to(device=dev, dtype=dt)               # cast whole, as upstream's scripts do
+        sw = dswa.samel.swap_attention(copy.deepcopy(ref))
+        x = torch.randn(1, args.dim, args.L, device=dev, dtype=dt)
+        row = dict(dtype=dtype, inv_freq=str(ref.transformers[0].rope.inv_freq.dtype)
+                   if hasattr(ref.transformers[0], "rope") else None)
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            ref.eval(), sw.eval()
+            with torch.no_grad():
+                yu, ys = ref(x), sw(x)
+                row["rel_err_forward"] = rel(ys, yu)
+                row["forward_ms"] = [timed(lambda m=m: m(x), dev, args.reps) for m in (ref, sw)]
+            def step(m):
+                m.zero_grad(set_to_none=True)
+                m(x).float().square().sum().backward()   # sum: 16-bit gradients clear of underflow
+
+            grads = []
+            for m in (ref, sw):
+                m.train()
+                m.checkpointing = True                   # upstream's activation checkpointing
+                step(m)
+                grads.append(torch.cat([p.grad.double().flatten() for p in m.parameters()
+                                        if p.grad is not None]))
+            row["rel_err_grads"] = rel(grads[1], grads[0])
+            row["training_ms"] = [timed(lambda m=m: step(m), dev, args.reps) for m in (ref, sw)]
+        row["dswa_warnings"] = [str(w.message)[:200] for w in got if "dswa" in str(w.message)]
+        row["speedup_forward"] = row["forward_ms"][0] / row["forward_ms"][1]
+        row["speedup_training"] = row["training_ms"][0] / row["training_ms"][1]
+        row["ok"] = (not row["dswa_warnings"] and row["rel_err_forward"] < TOL[dtype]
+                     and row["rel_err_grads"] < TOL[dtype])
+        ok &= row["ok"]
+        result["rows"].append(row)
+        print(json.dumps(row), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
