@@ -368,8 +368,7 @@ def _samel_problem(x, norms, out, q_alpha, k_alpha, wl, wr, scale, lam, math, ro
                           rot_dims, 10000.0, None, pos_offset,
                           _samel_norm(q_alpha, qg, qb, x, "q_alpha"),
                           _samel_norm(k_alpha, kg, kb, x, "k_alpha"))
-    p.freq = (ctypes.c_float * max(len(freq), 1))(*freq)   # (kept alive with the problem)
-    p.rope_freq = ctypes.cast(p.freq, ctypes.c_void_p)
+    _lib.set_rope_freq(p, freq)
     return p, ptr, cuda, torch
 
 

@@ -381,6 +381,12 @@ def aot_samel_kernel_for(arch, problem):
     return _export("dswa_aot_samel_kernel_for", _arch(arch), _c.byref(problem))
 
 
+def set_rope_freq(p, freq):
+    """p.rope_freq (a SamelProblem's) pointing at these floats, held by p while it lives."""
+    p.freq = (_c.c_float * max(len(freq), 1))(*freq)
+    p.rope_freq = _c.cast(p.freq, _c.c_void_p)
+
+
 def rope_frequencies(rot_dims, base):
     """RoPE's rot_dims / 2 frequencies for a base, as the library fills them (upstream's float32
     inv_freq, fp32(base^(-2j / rot_dims))): dswa_rope_frequencies, as a tuple of floats."""

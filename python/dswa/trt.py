@@ -672,8 +672,7 @@ def _samel_problem(c, B, N, H, D, dtype):
     p.lambda_, p.dtype, p.math = c.lam, dtype, _lib.MATH[c.math]
     p.rot_dims, p.rope_base, p.pos_offset = c.rot_dims, c.base, c.pos_offset
     if c.freq is not None:
-        p.freq = (ctypes.c_float * max(len(c.freq), 1))(*c.freq)   # kept alive with p
-        p.rope_freq = ctypes.cast(p.freq, ctypes.c_void_p)
+        _lib.set_rope_freq(p, c.freq)
     p.q_norm.alpha, p.k_norm.alpha = c.q_alpha, c.k_alpha
     return p
 

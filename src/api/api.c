@@ -84,13 +84,6 @@ const char *dswa_kernel_name(const dswa_problem *p) {
     return k ? k->entry : NULL;
 }
 
-int dswa_cuda_head_dim_ok(int32_t head_dim) {
-    if (head_dim == DSWA_HEAD_DIM) return 1;
-    dswa_fail(DSWA_ERR_UNSUPPORTED, "head_dim = %d: the CUDA kernels implement head_dim %d only",
-              head_dim, DSWA_HEAD_DIM);
-    return 0;
-}
-
 dswa_backward_problem dswa_backward_problem_default(const dswa_problem *fwd) {
     dswa_backward_problem p;
     memset(&p, 0, sizeof p);

@@ -31,6 +31,12 @@ typedef struct dswa_vdim { const char *name; int64_t stride, extent; } dswa_vdim
    fused block's packed gradient too. */
 int dswa_find_alias(const dswa_vdim *dim, int n, int64_t *span);
 
+/* A window as the kernels see it: one wider than the sequence sees the same keys as one of
+   seq_len - 1. */
+static inline int32_t dswa_window_seen(int32_t window, int32_t seq_len) {
+    return window < seq_len ? window : seq_len - 1;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -232,9 +232,8 @@ static bwd_args args_of(const dswa_backward_problem *p, const void *q, const voi
     a.n = f->seq_len;
     a.heads = f->heads;
     a.dim = f->head_dim;
-    /* A window wider than the sequence sees the same keys as one of N - 1. */
-    a.wl = f->window_left < f->seq_len ? f->window_left : f->seq_len - 1;
-    a.wr = f->window_right < f->seq_len ? f->window_right : f->seq_len - 1;
+    a.wl = dswa_window_seen(f->window_left, f->seq_len);
+    a.wr = dswa_window_seen(f->window_right, f->seq_len);
     a.tiles = (f->seq_len + DSWA_BWD_ROWS - 1) / DSWA_BWD_ROWS;
     a.sum_dv = p->dv.pair == 0;
     a.scale = f->scale;

@@ -22,6 +22,13 @@ const dswa_kernel *dswa_kernel_pick(dswa_dtype dtype, dswa_math math, int32_t wl
     return NULL;
 }
 
+int dswa_cuda_head_dim_ok(int32_t head_dim) {
+    if (head_dim == DSWA_HEAD_DIM) return 1;
+    dswa_fail(DSWA_ERR_UNSUPPORTED, "head_dim = %d: the CUDA kernels implement head_dim %d only",
+              head_dim, DSWA_HEAD_DIM);
+    return 0;
+}
+
 const dswa_kernel *dswa_kernel_pick_or_fail(dswa_dtype dtype, dswa_math math, int32_t wl, int32_t wr) {
     const dswa_kernel *k = dswa_kernel_pick(dtype, math, wl, wr);
     if (!k)

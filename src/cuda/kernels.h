@@ -69,6 +69,9 @@ extern const int dswa_band_kernel_count; /* the first this many rows are the ban
    family when wl + wr <= DSWA_BAND_MAX_SPAN, else the wide one; NULL when none exists (the
    fp32-accurate math is band-only) or the dtype is unknown. */
 const dswa_kernel *dswa_kernel_pick(dswa_dtype dtype, dswa_math math, int32_t wl, int32_t wr);
+/* Whether the CUDA kernels serve head_dim (they implement DSWA_HEAD_DIM only): 0 with
+   DSWA_ERR_UNSUPPORTED recorded otherwise. */
+int dswa_cuda_head_dim_ok(int32_t head_dim);
 /* The same, for windows already clamped to N - 1; when none exists, records why
    (DSWA_ERR_UNSUPPORTED) and returns NULL. */
 const dswa_kernel *dswa_kernel_pick_or_fail(dswa_dtype dtype, dswa_math math, int32_t wl, int32_t wr);

@@ -107,9 +107,7 @@ static dswa_status check_view(const char *name, const void *ptr, const dswa_layo
 
 /* The grid's and the kernels' size limits, shared by both launchers. */
 static dswa_status check_sizes(int32_t head_dim, int32_t seq_len, int32_t heads, int32_t batch) {
-    if (head_dim != DSWA_HEAD_DIM)
-        return dswa_fail(DSWA_ERR_UNSUPPORTED, "head_dim = %d: the CUDA kernel implements "
-                         "head_dim 64 only", head_dim);
+    if (!dswa_cuda_head_dim_ok(head_dim)) return DSWA_ERR_UNSUPPORTED;
     if (seq_len > (1 << 30))
         return dswa_fail(DSWA_ERR_UNSUPPORTED, "seq_len = %d: the CUDA kernel takes seq_len up "
                          "to 2^30", seq_len);
@@ -133,9 +131,8 @@ extern "C" dswa_status dswa_cuda_kargs(const dswa_problem *p, const void *q, con
         (s = check_view("v", v, &p->v, 2, vec, vs)) || (s = check_view("out", out, &p->out, 1, vec, os)))
         return s;
     a->n = p->seq_len;
-    /* A window wider than the sequence sees the same keys as one of N - 1. */
-    a->wl = p->window_left < p->seq_len ? p->window_left : p->seq_len - 1;
-    a->wr = p->window_right < p->seq_len ? p->window_right : p->seq_len - 1;
+    a->wl = dswa_window_seen(p->window_left, p->seq_len);
+    a->wr = dswa_window_seen(p->window_right, p->seq_len);
     if (!(*kern = dswa_kernel_pick_or_fail(p->dtype, p->math, a->wl, a->wr))) return DSWA_ERR_UNSUPPORTED;
     memcpy(&a->scale_bits, &p->scale, 4);
     memcpy(&a->lambda_bits, &p->lambda, 4);
@@ -204,8 +201,8 @@ extern "C" dswa_status dswa_cuda_samel_kargs(const dswa_samel_problem *p, const 
         if ((uintptr_t)w[i] % 4 != 0)
             return dswa_fail(DSWA_ERR_MISALIGNED, "%s = %p: must be 4-byte aligned (floats)", wn[i], w[i]);
     a->n = p->seq_len;
-    a->wl = p->window_left < p->seq_len ? p->window_left : p->seq_len - 1;
-    a->wr = p->window_right < p->seq_len ? p->window_right : p->seq_len - 1;
+    a->wl = dswa_window_seen(p->window_left, p->seq_len);
+    a->wr = dswa_window_seen(p->window_right, p->seq_len);
     if (!(*kern = dswa_samel_kernel_pick(p->dtype, p->math, a->wl, a->wr, p->rot_dims)))
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "dtype = %d: no kernel", (int)p->dtype);
     memcpy(&a->scale_bits, &p->scale, 4);
