@@ -36,18 +36,13 @@ def rel(a, b):
 
 
 def timed(fn, device, reps):
-    import torch
-    for _ in range(2):
-        fn()
+    """ms per call: on CUDA bench/block_bench.py's CUDA events around reps calls (median of 3),
+    on the CPU the wall clock."""
     if device == "cuda":
-        torch.cuda.synchronize()
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        for _ in range(reps):
-            fn()
-        e1.record()
-        e1.synchronize()
-        return e0.elapsed_time(e1) / reps
+        sys.path.insert(0, os.path.join(ROOT, "bench"))
+        from block_bench import event_time
+        return event_time(fn, reps, 2, 3)[0]
+    fn()
     t0 = time.perf_counter()
     for _ in range(reps):
         fn()
