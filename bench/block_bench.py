@@ -5,10 +5,11 @@ built as a user builds it: created in float32, then cast whole to the dtype (`.t
 rotary inv_freq buffer included, as upstream's half-precision paths cast the model), called
 as upstream's TransformerBlock is, unswapped and with dswa.samel.swap_attention.
 
-Unswapped, the attention runs what upstream runs without flash-attn: the chunked-halo SDPA
-fallback (queries in chunks of 1024 with the window's halo of keys; --block-attn chunked, the
-default) or FlexAttention with a band block mask, compiled (--block-attn flex; upstream tries
-it first when FlexAttention is importable). Rows: each dtype (float32 under torch's float32
+Unswapped, the attention runs what upstream runs on a GPU without flash-attn: FlexAttention
+with a band block mask, compiled with mode "max-autotune-no-cudagraphs" as upstream's
+transformer.py compiles it (--block-attn flex, the default; the first call autotunes, about a
+minute per dtype and phase), or upstream's fallback where that fails, the chunked-halo SDPA
+(queries in chunks of 1024 with the window's halo of keys; --block-attn chunked). Rows: each dtype (float32 under torch's float32
 matmul precision "highest" and "high"; float16; bfloat16), each L, inference (the block's
 forward, no grad) and a training step (forward + backward over every parameter), eager and
 torch.compile'd (dynamic=False; the swapped model was called once eagerly first, so its RoPE
@@ -23,7 +24,7 @@ TOL; a dswa warning (the drop-in falling back to upstream's forward) fails the r
 of dswa's kernels and of the GEMMs in the swapped step's GPU kernel time (torch.profiler) say
 how much of the rest is left to win.
 
-    python3 bench/compare.py --op block --json block.json [--block-attn flex] [--quick]
+    python3 bench/compare.py --op block --json block.json [--block-attn chunked] [--quick]
 """
 import contextlib
 import copy
@@ -243,9 +244,9 @@ def print_table(result):
 
 def add_arguments(ap):
     """The options only --op block reads."""
-    ap.add_argument("--block-attn", default="chunked", choices=["chunked", "flex"],
-                    help="--op block: the unswapped attention's path (upstream's fallbacks "
-                         "without flash-attn)")
+    ap.add_argument("--block-attn", default="flex", choices=["flex", "chunked"],
+                    help="--op block: the unswapped attention's path without flash-attn "
+                         "(upstream's compiled FlexAttention, or its chunked-halo SDPA fallback)")
     ap.add_argument("--phases", nargs="+", default=["inference", "training"],
                     choices=["inference", "training"],
                     help="--op block: the block's forward, and/or a training step")

@@ -16,9 +16,10 @@ parameter and argument names are upstream's, the code is this repository's.
   block mask (a boolean (N, N) of allowed pairs in this stand-in) and the score mod (a
   callable on the scores (B, H, N, N) in this stand-in), padding by zeroing V (as upstream);
   core "chunked" is upstream's chunked-halo SDPA fallback for a window (queries in chunks of
-  1024 with the window's halo of keys, a band mask per chunk; what upstream runs at SAME-L's
-  size without flash-attn and FlexAttention), "flex" is FlexAttention with a band block mask
-  (compiled, as upstream's other fallback). varlen_metadata is used only by flash-attn
+  1024 with the window's halo of keys, a band mask per chunk; upstream's fallback where
+  FlexAttention fails), "flex" is FlexAttention with a band block mask, compiled as upstream
+  compiles it (mode "max-autotune-no-cudagraphs"): what upstream runs on a GPU without
+  flash-attn. varlen_metadata is used only by flash-attn
   upstream and is not read here. Then heads merged, to_out, feat_scale's rescaling (lambda_dc
   on the mean over positions, lambda_hf on the rest; over the valid positions with a padding
   mask).
@@ -123,7 +124,8 @@ _flex = {}
 
 
 def flex_band_attention(q, k, v, window):
-    """FlexAttention with a band block mask, compiled (upstream's first fallback)."""
+    """FlexAttention with a band block mask, compiled as upstream's transformer.py compiles it
+    (what upstream runs without flash-attn)."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     n, (wl, wr) = q.shape[-2], window
     key = (n, wl, wr, str(q.device))
@@ -132,7 +134,7 @@ def flex_band_attention(q, k, v, window):
             return (ki - qi >= -wl) & (ki - qi <= wr)
         _flex[key] = create_block_mask(band, B=None, H=None, Q_LEN=n, KV_LEN=n, device=q.device)
     if "fn" not in _flex:
-        _flex["fn"] = torch.compile(flex_attention, dynamic=False)
+        _flex["fn"] = torch.compile(flex_attention, dynamic=False, mode="max-autotune-no-cudagraphs")
     return _flex["fn"](q, k, v, block_mask=_flex[key])
 
 

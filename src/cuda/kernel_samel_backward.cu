@@ -117,19 +117,13 @@ __device__ __forceinline__ lane_norms lane_norms_of(const sbwd_args &a, int lane
     return l;
 }
 
-/* The row's four q/k chunks at the lane's dims (0 past D), loaded by kernels 1 and 3 alike. */
+/* Chunk t's value at dim d of the row (t as chunk_of numbers it), read by kernels 1 and 3 alike;
+   each loads it beside its other loads of dim d, the order the measured code has. */
 template <typename T>
-__device__ __forceinline__ void lane_chunks(const sbwd_args &a, const T *xr, int lane, float (&xv)[4][2]) {
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        const int d = lane + 32 * k;
-#pragma unroll
-        for (int t = 0; t < 4; t++) {
-            int ch, nm, pr;
-            chunk_of(t, &ch, &nm, &pr);
-            xv[t][k] = d < a.dim ? dswa_to_f32(xr[(int64_t)ch * a.x.chunk + d * a.x.dim]) : 0.f;
-        }
-    }
+__device__ __forceinline__ float chunk_at(const sbwd_args &a, const T *xr, int t, int d) {
+    int ch, nm, pr;
+    chunk_of(t, &ch, &nm, &pr);
+    return dswa_to_f32(xr[(int64_t)ch * a.x.chunk + d * a.x.dim]);
 }
 
 /* The angle's sin and cos of the lane's dims at pos (cos 1, sin 0 where RoPE passes through). */
@@ -157,11 +151,12 @@ template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS
     for (int i = i0; i < i0 + ROWS_PER_WARP && i < a.n; i++) {
         const T *xr = row_at(x, a.x, b, i, h), *gr = row_at(dout, a.ldout, b, i, h);
         float xv[4][2], vv[2], gv[2];
-        lane_chunks(a, xr, lane, xv);
 #pragma unroll
         for (int k = 0; k < 2; k++) {
             const int d = lane + 32 * k;
             const bool in = d < a.dim;
+#pragma unroll
+            for (int t = 0; t < 4; t++) xv[t][k] = in ? chunk_at(a, xr, t, d) : 0.f;
             vv[k] = in ? dswa_to_f32(xr[2 * a.x.chunk + d * a.x.dim]) : 0.f;
             gv[k] = in ? dswa_to_f32(gr[d * a.ldout.dim]) : 0.f;
         }
@@ -218,7 +213,6 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
         T *dxr = row_at(dx, a.dx, b, i, h);
         const int64_t o = one_row(a, b, i, h);
         float dr[4][2], xv[4][2], dvv[2];
-        lane_chunks(a, xr, lane, xv);
 #pragma unroll
         for (int k = 0; k < 2; k++) {
             const int d = lane + 32 * k;
@@ -228,6 +222,7 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
                 int ch, nm, pr;
                 chunk_of(t, &ch, &nm, &pr);
                 dr[t][k] = in ? (nm ? a.drk : a.drq)[pair_row(a, b, i, pr, h) + d] : 0.f;
+                xv[t][k] = in ? chunk_at(a, xr, t, d) : 0.f;
             }
             dvv[k] = in ? a.dv[o + d] : 0.f;
         }
