@@ -11,7 +11,9 @@
 # block's comparator (compare.py --op samel: compiled prologue + op) and `dswa bench --op samel`,
 # joined by bench/readme_table.py: the fused block's README table (both ratios) and plot; `block`
 # (not in `all`) times one upstream-shaped SAME-L transformer block unswapped and swapped
-# (bench/compare.py --op block): the README's block table. `wheel` (not in `all`) installs a
+# (bench/compare.py --op block; unswapped, upstream's compiled FlexAttention, whose first call
+# per dtype and step autotunes for about a minute: split the dtypes over calls with BLOCK_ARGS,
+# e.g. "--dtypes bf16"): the README's block tables. `wheel` (not in `all`) installs a
 # wheel into a fresh environment with nvcc hidden and runs the Python tests from it with the
 # CUDA backend required (scripts/test-wheel.sh --deps-from python3 --require-cuda: numpy,
 # pytest, torch as python3 has them): $WHEEL, else the newest build-wheel/dist/dswa-*.whl (made
