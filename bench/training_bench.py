@@ -7,10 +7,10 @@ as tensors):
 - flex: the compiled prologue (bench/samel_prologue.py: DyT + RoPE + cat, torch.compile
   dynamic=False fullgraph) + FlexAttention over the 2H heads with a band block mask, compiled,
   then the subtraction (bench/comparators.py's flex: V copied to 2H heads, as Flex needs);
-- chunked: the same compiled prologue + the chunked-halo SDPA path upstream runs without
-  flash-attn and FlexAttention (python/tests/upstream_block.py's chunked_halo_attention, the
-  path compare.py --op block's unswapped attention takes: queries in chunks of 1024 with the
-  window's halo of keys), once per pair, then the subtraction;
+- chunked: the same compiled prologue + the chunked-halo SDPA path, upstream's fallback where
+  FlexAttention fails (python/tests/upstream_block.py's chunked_halo_attention, compare.py --op
+  block --block-attn chunked's unswapped attention: queries in chunks of 1024 with the window's
+  halo of keys), once per pair, then the subtraction;
 - dswa: torch.ops.dswa.samel_attention and its autograd (when the dswa package registers one;
   otherwise the row says so and the others still run).
 
