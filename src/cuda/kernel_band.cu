@@ -428,13 +428,7 @@ template <typename T> __device__ __forceinline__ uint4 samel_pack(const float *x
 }
 /* x rounded to T in place (the reference's rounding of DyT's result before RoPE). */
 template <typename T> __device__ __forceinline__ void samel_round_chunk(float *x) {
-    if constexpr (sizeof(T) == 2)
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const float2 f = unpack2<T>(pack2<T>(x[2 * i], x[2 * i + 1]));
-            x[2 * i] = f.x;
-            x[2 * i + 1] = f.y;
-        }
+    if constexpr (sizeof(T) == 2) samel_unpack<T>(samel_pack<T>(x), x);
 }
 /* DyT of a chunk whose first dim is d: the weights as 16-byte loads. */
 template <typename T, int FP32>
