@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU job, in one command on a machine with an NVIDIA GPU: build for that GPU, every test
 # (GPU tests included), compute-sanitizer (memcheck, racecheck, synccheck, initcheck) on the
-# small GPU cases of the op (test_cuda) and of the fused block (test_cuda_samel), the TensorRT
+# small GPU cases (--small) of the op and of the fused block, forward and backward (test_cuda,
+# test_cuda_samel, test_cuda_backward, test_cuda_samel_backward; SANITIZER_TESTS picks), the TensorRT
 # plugin path launched through the driver in a CUDA graph, then `dswa bench` (with the wide
 # kernel and fp32-accurate rows) and the README table from it, and `dswa bench --op samel`.
 # Logs and JSON go to OUTDIR (default: $OUT, else ./gpu-out); it ends with a short summary.
@@ -69,12 +70,12 @@ if [ "$part" = all ] || [ "$part" = tests ]; then
     grep -E '^(PASS|FAIL|SKIP)|^tests:|^      ' "$out/test.log"
     note "make test: $r in $(secs "$t") s ($(grep '^tests:' "$out/test.log"))"
     tar czf "$out/test-logs.tgz" -C build test-logs 2>/dev/null
-    step "compute-sanitizer on test_cuda --small and test_cuda_samel --small"
+    step "compute-sanitizer on the GPU tests' --small runs (${SANITIZER_TESTS:-all four})"
     if command -v compute-sanitizer >/dev/null; then
-        # test_cuda's logs keep their old names (sanitizer-<tool>.txt); the fused block's are
-        # sanitizer-samel-<tool>.txt
-        for test in test_cuda test_cuda_samel; do
-            [ $test = test_cuda ] && tag="" || tag="samel-"
+        # test_cuda's logs keep their old names (sanitizer-<tool>.txt); the others' are
+        # sanitizer-<name after test_cuda_>-<tool>.txt (samel-, backward-, samel_backward-)
+        for test in ${SANITIZER_TESTS:-test_cuda test_cuda_samel test_cuda_backward test_cuda_samel_backward}; do
+            [ $test = test_cuda ] && tag="" || tag="${test#test_cuda_}-"
             if [ ! -x build/tests/$test ]; then
                 echo "$test: not built: skipped"; note "sanitizers on $test: skipped (not built)"; rc=1
                 continue

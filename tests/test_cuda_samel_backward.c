@@ -8,7 +8,8 @@
    dtype; bitwise determinism of two runs with differently poisoned workspaces, and the time of
    one call at SAME-L's shape; one call captured in a CUDA graph and replayed with fresh inputs,
    equal to the eager results; and the refusals (workspace, head_dim, alignment, validation),
-   each writing nothing. The refusals that come before the device is looked at (validation and
+   each writing nothing (`--small`: the shared cases and the refusals only, for
+   compute-sanitizer). The refusals that come before the device is looked at (validation and
    the workspace) also run without a GPU, on host memory, before the test reports "skipped:
    no GPU" (exit 77); a build without CUDA skips likewise. */
 #include <math.h>
@@ -374,7 +375,12 @@ static void test_refusals(void) {
     dev_free(&c);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    int small_only = 0;   /* --small: the shared cases and the refusals only (compute-sanitizer) */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--small")) small_only = 1;
+        else { fprintf(stderr, "%s: unknown argument %s\n", argv[0], argv[i]); return 2; }
+    }
     tu_rng_init(&rng, tu_test_seed());
     if (!dswa_cuda_available()) {
         host_refusals();
@@ -384,9 +390,11 @@ int main(void) {
     tu_print_device();
     test_refusals();
     tu_samel_backward_cases(gpu_backward, "CUDA", &rng);
-    test_large();
-    test_determinism();
-    test_graph();
+    if (!small_only) {
+        test_large();
+        test_determinism();
+        test_graph();
+    }
     TEST_MAIN_RETURN("test_cuda_samel_backward");
 }
 #endif
