@@ -5,8 +5,8 @@
    larger shapes (SAME-L's, a wide window 5/300); bitwise determinism of two runs with
    differently poisoned workspaces; one call captured in a CUDA graph and replayed with fresh
    inputs, equal to the eager results; and the refusals (workspace, head_dim, alignment,
-   validation), each writing nothing. Tolerances: the shared ones, f32's TF32's (the tensor-core
-   backward) unless math is fp32 (1e-5). `--small` runs the shared cases and the refusals only
+   validation), each writing nothing. Tolerances: the shared ones (f32 1e-5: the backward is
+   plain fp32 arithmetic on the GPU too). `--small` runs the shared cases and the refusals only
    (for compute-sanitizer). Without a GPU (or without CUDA in the build) it prints "skipped: ..."
    and exits 77. */
 #include <math.h>
