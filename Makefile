@@ -184,9 +184,9 @@ bench: all
 check: all
 	$(BUILD)/dswa check
 
-# Memory-pattern probes (bench/profiling/probe_bw.cu): not part of the library.
-probe: $(BUILD)/probe_bw
-$(BUILD)/probe_bw: bench/profiling/probe_bw.cu | $(BUILD)/obj
+# Memory-pattern probes (bench/profiling/probe_bw.cu, probe_bwd.cu): not part of the library.
+probe: $(BUILD)/probe_bw $(BUILD)/probe_bwd
+$(BUILD)/probe_bw $(BUILD)/probe_bwd: $(BUILD)/%: bench/profiling/%.cu | $(BUILD)/obj
 ifneq ($(HAVE_CUDA),)
 	$(NVCC) -O3 -std=c++17 $(GENCODE) $< -o $@
 else
