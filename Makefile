@@ -188,7 +188,7 @@ check: all
 probe: $(BUILD)/probe_bw $(BUILD)/probe_bwd
 $(BUILD)/probe_bw $(BUILD)/probe_bwd: $(BUILD)/%: bench/profiling/%.cu | $(BUILD)/obj
 ifneq ($(HAVE_CUDA),)
-	$(NVCC) -O3 -std=c++17 $(GENCODE) $< -o $@
+	$(NVCC) -O3 -std=c++17 $(GENCODE) -Iinclude -Itests/lib $< -o $@
 else
 	@echo "make probe needs nvcc"; exit 1
 endif

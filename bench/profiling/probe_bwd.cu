@@ -2,7 +2,7 @@
  * and stores of two backward shapes with no arithmetic, so that what each can reach at all is
  * measured apart from its compute. Not part of the library; run by bench/profiling/gpu-probe.sh.
  *
- *   make probe && build/probe_bwd [L]          (or: nvcc -O3 -arch=sm_90 bench/profiling/probe_bwd.cu)
+ *   make probe && build/probe_bwd [L]          (or: nvcc -O3 -arch=sm_90 -Iinclude -Itests/lib bench/profiling/probe_bwd.cu)
  *
  * Problem: SAME-L's (B = 1, N = 17 L, H = 24 head pairs, D = 64, window 17 each side), 16-bit,
  * dense: Q and K (N, 2, H, D), shared V and dout (N, H, D); dQ, dK, dV the same shapes. A
@@ -27,14 +27,8 @@
 #include <algorithm>
 #include <vector>
 
-#define CK(x)                                                                                    \
-    do {                                                                                         \
-        cudaError_t e_ = (x);                                                                    \
-        if (e_ != cudaSuccess) {                                                                 \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                             \
-        }                                                                                        \
-    } while (0)
+#include "cuda_check.h"   /* CU(call): the tests' check of a runtime call */
+
 
 enum { H = 24, D = 64, W = 17, TILE = 64, THREADS = 128, ROW_BYTES = D * 2, CHUNKS = ROW_BYTES / 16 };
 
@@ -84,31 +78,19 @@ __device__ __forceinline__ void store(uint16_t *out, int npair, int h, int row0,
 #define QB (TILE + 2 * W) /* a tile's band of one side: 98 rows */
 #define KB (TILE + 4 * W) /* the one-pass kernel's key rows: 132 */
 
-/* Two-pass, query kernel: Q (2 pairs) and dout of the tile, K (2 pairs) and V of its band. */
-__global__ void __launch_bounds__(THREADS) two_pass_queries(tensors t) {
+/* Two-pass: the query kernel (keys = 0: Q (2 pairs) and dout of the tile, K (2 pairs) and V of its
+   band, writing dQ) or the key kernel (keys = 1: the roles exchanged, writing dK and dV). */
+__global__ void __launch_bounds__(THREADS) two_pass(tensors t, int keys) {
     extern __shared__ __align__(16) char sm[];
     const int h = blockIdx.y, t0 = blockIdx.x * TILE;
-    char *q = sm, *go = q + 2 * TILE * ROW_BYTES, *k = go + TILE * ROW_BYTES, *v = k + 2 * QB * ROW_BYTES;
-    fetch(q, t.q, 2, h, t0, TILE, t.n);
-    fetch(go, t.go, 1, h, t0, TILE, t.n);
-    fetch(k, t.k, 2, h, t0 - W, QB, t.n);
-    fetch(v, t.v, 1, h, t0 - W, QB, t.n);
+    char *a2 = sm, *a1 = a2 + 2 * TILE * ROW_BYTES, *b2 = a1 + TILE * ROW_BYTES, *b1 = b2 + 2 * QB * ROW_BYTES;
+    fetch(a2, keys ? t.k : t.q, 2, h, t0, TILE, t.n);
+    fetch(a1, keys ? t.v : t.go, 1, h, t0, TILE, t.n);
+    fetch(b2, keys ? t.q : t.k, 2, h, t0 - W, QB, t.n);
+    fetch(b1, keys ? t.go : t.v, 1, h, t0 - W, QB, t.n);
     fetched();
-    store(t.dq, 2, h, t0, t.n, q, TILE, 0, k, QB, 2 * W);
-}
-
-/* Two-pass, key kernel: K (2 pairs) and V of the tile, Q (2 pairs) and dout of its band. */
-__global__ void __launch_bounds__(THREADS) two_pass_keys(tensors t) {
-    extern __shared__ __align__(16) char sm[];
-    const int h = blockIdx.y, t0 = blockIdx.x * TILE;
-    char *k = sm, *v = k + 2 * TILE * ROW_BYTES, *q = v + TILE * ROW_BYTES, *go = q + 2 * QB * ROW_BYTES;
-    fetch(k, t.k, 2, h, t0, TILE, t.n);
-    fetch(v, t.v, 1, h, t0, TILE, t.n);
-    fetch(q, t.q, 2, h, t0 - W, QB, t.n);
-    fetch(go, t.go, 1, h, t0 - W, QB, t.n);
-    fetched();
-    store(t.dk, 2, h, t0, t.n, k, TILE, 0, q, QB, 2 * W);
-    store(t.dv, 1, h, t0, t.n, v, TILE, 0, go, QB, 2 * W);
+    store(keys ? t.dk : t.dq, 2, h, t0, t.n, a2, TILE, 0, b2, QB, 2 * W);
+    if (keys) store(t.dv, 1, h, t0, t.n, a1, TILE, 0, b1, QB, 2 * W);
 }
 
 /* One-pass: Q (2 pairs) and dout of the tile's query band, K (2 pairs) and V of their windows. */
@@ -134,33 +116,33 @@ __global__ void copy(const int4 *__restrict__ src, int4 *__restrict__ dst, int64
 /* ms per launch of f: a graph of 20 back-to-back launches, the median of 11 replays. */
 template <typename F> static double graph_ms(F f) {
     cudaStream_t s;
-    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     cudaGraph_t g;
     cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     for (int i = 0; i < 20; i++) f(s);
-    CK(cudaStreamEndCapture(s, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    CK(cudaGraphLaunch(ge, s));   /* warm-up */
+    CU(cudaStreamEndCapture(s, &g));
+    CU(cudaGraphInstantiate(&ge, g, 0));
+    CU(cudaGraphLaunch(ge, s));   /* warm-up */
     cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
+    CU(cudaEventCreate(&a));
+    CU(cudaEventCreate(&b));
     std::vector<float> ms;
     for (int r = 0; r < 11; r++) {
-        CK(cudaEventRecord(a, s));
-        CK(cudaGraphLaunch(ge, s));
-        CK(cudaEventRecord(b, s));
-        CK(cudaEventSynchronize(b));
+        CU(cudaEventRecord(a, s));
+        CU(cudaGraphLaunch(ge, s));
+        CU(cudaEventRecord(b, s));
+        CU(cudaEventSynchronize(b));
         float m;
-        CK(cudaEventElapsedTime(&m, a, b));
+        CU(cudaEventElapsedTime(&m, a, b));
         ms.push_back(m / 20);
     }
     std::sort(ms.begin(), ms.end());
-    CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(g));
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    CK(cudaStreamDestroy(s));
+    CU(cudaGraphExecDestroy(ge));
+    CU(cudaGraphDestroy(g));
+    CU(cudaEventDestroy(a));
+    CU(cudaEventDestroy(b));
+    CU(cudaStreamDestroy(s));
     return ms[5];
 }
 
@@ -169,41 +151,40 @@ int main(int argc, char **argv) {
     if (L < 1) { fprintf(stderr, "probe_bwd: L must be >= 1\n"); return 2; }
     const int64_t unit = (int64_t)n * H * D; /* elements of one (N, H, D) tensor */
     uint16_t *buf;
-    CK(cudaMalloc(&buf, 11 * unit * sizeof(uint16_t)));
-    CK(cudaMemset(buf, 0x3c, 11 * unit * sizeof(uint16_t)));
+    CU(cudaMalloc(&buf, 11 * unit * sizeof(uint16_t)));
+    CU(cudaMemset(buf, 0x3c, 11 * unit * sizeof(uint16_t)));
     tensors t = {buf, buf + 2 * unit, buf + 4 * unit, buf + 5 * unit, buf + 6 * unit, buf + 8 * unit, buf + 10 * unit, n};
     const dim3 grid((n + TILE - 1) / TILE, H);
     const int smem_q = (3 * TILE + 3 * QB) * ROW_BYTES, smem_1 = (3 * QB + 3 * KB) * ROW_BYTES;
-    CK(cudaFuncSetAttribute(two_pass_queries, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_q));
-    CK(cudaFuncSetAttribute(two_pass_keys, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_q));
-    CK(cudaFuncSetAttribute(one_pass, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_1));
+    CU(cudaFuncSetAttribute(two_pass, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_q));
+    CU(cudaFuncSetAttribute(one_pass, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_1));
 
     int4 *src, *dst;
     const int64_t half = 11 * unit * (int64_t)sizeof(uint16_t) / 2 / 16; /* int4s each way: 11 units in all */
-    CK(cudaMalloc(&src, half * 16));
-    CK(cudaMalloc(&dst, half * 16));
-    CK(cudaMemset(src, 1, half * 16));
+    CU(cudaMalloc(&src, half * 16));
+    CU(cudaMalloc(&dst, half * 16));
+    CU(cudaMemset(src, 1, half * 16));
     int sms;
-    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    CU(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    CU(cudaGetDeviceProperties(&prop, 0));
 
     const double c = graph_ms([&](cudaStream_t s) { copy<<<sms * 8, 256, 0, s>>>(src, dst, half); });
     const double tp = graph_ms([&](cudaStream_t s) {
-        two_pass_queries<<<grid, THREADS, smem_q, s>>>(t);
-        two_pass_keys<<<grid, THREADS, smem_q, s>>>(t);
+        two_pass<<<grid, THREADS, smem_q, s>>>(t, 0);
+        two_pass<<<grid, THREADS, smem_q, s>>>(t, 1);
     });
     const double op = graph_ms([&](cudaStream_t s) { one_pass<<<grid, THREADS, smem_1, s>>>(t); });
-    CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
+    CU(cudaGetLastError());
+    CU(cudaDeviceSynchronize());
     const double gb = 11.0 * unit * 2 / 1e9;
     printf("probe_bwd on %s, L = %d (N = %d, H = %d, D = %d, window %d/%d, 16-bit): 11 units = %.3f GB\n",
            prop.name, L, n, H, D, W, W, gb);
     printf("  copy of 11 units   %.4f ms  (%.0f GB/s)\n", c, gb / c * 1e3);
     printf("  two-pass skeleton  %.4f ms  %5.1f %% of copy  (smem %d B per block, two kernels)\n", tp, 100 * c / tp, smem_q);
     printf("  one-pass skeleton  %.4f ms  %5.1f %% of copy  (smem %d B per block)\n", op, 100 * c / op, smem_1);
-    CK(cudaFree(buf));
-    CK(cudaFree(src));
-    CK(cudaFree(dst));
+    CU(cudaFree(buf));
+    CU(cudaFree(src));
+    CU(cudaFree(dst));
     return 0;
 }
