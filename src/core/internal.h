@@ -32,9 +32,9 @@ typedef struct dswa_vdim { const char *name; int64_t stride, extent; } dswa_vdim
 int dswa_find_alias(const dswa_vdim *dim, int n, int64_t *span);
 
 /* A window as the kernels see it: one wider than the sequence sees the same keys as one of
-   seq_len - 1. */
+   seq_len - 1 (0 for an empty sequence, which dswa_kernel_name may be asked about). */
 static inline int32_t dswa_window_seen(int32_t window, int32_t seq_len) {
-    return window < seq_len ? window : seq_len - 1;
+    return window < seq_len ? window : seq_len > 0 ? seq_len - 1 : 0;
 }
 
 #ifdef __cplusplus
