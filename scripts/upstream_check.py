@@ -39,7 +39,6 @@ def timed(fn, device, reps):
     """ms per call: on CUDA bench/block_bench.py's CUDA events around reps calls (median of 3),
     on the CPU the wall clock."""
     if device == "cuda":
-        sys.path.insert(0, os.path.join(ROOT, "bench"))
         from block_bench import event_time
         return event_time(fn, reps, 2, 3)[0]
     fn()
@@ -61,7 +60,7 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--json")
     args = ap.parse_args()
-    sys.path[:0] = [args.upstream, os.path.join(ROOT, "python")]
+    sys.path[:0] = [args.upstream, os.path.join(ROOT, "python"), os.path.join(ROOT, "bench")]
     import torch
     import dswa.samel
     from stable_audio_3.models.autoencoders import TransformerResamplingBlock
