@@ -92,26 +92,45 @@ def timed(fn, args, calls=None):
 GEMM_KERNELS = ("gemm", "nvjet", "xmma", "cutlass")   # cuBLAS's and CUTLASS's kernel names
 
 
-def kernel_shares(fn):
-    """(dswa's kernels, the GEMMs) as shares of the GPU kernel time of three fn() calls
-    (torch.profiler)."""
+def kernel_profile(fn, calls=3, ranges=()):
+    """GPU time of `calls` fn() calls (torch.profiler), per call: "kernel_ms" (every kernel,
+    copy and memset), "dswa_ms" (dswa's kernels), "gemm_ms", "host_syncs" (cudaStreamSynchronize
+    and synchronous copies the calls made: each one stalls the launch queue in eager mode), and
+    for each name in `ranges` (torch.profiler.record_function ranges inside fn) "<name>_ms", the
+    GPU time of the kernels launched inside it."""
     import torch
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(3):
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
             fn()
         torch.cuda.synchronize()
-    total = ours = gemm = 0.0
+    out = dict(kernel_ms=0.0, dswa_ms=0.0, gemm_ms=0.0, host_syncs=0)
+    out.update({r + "_ms": 0.0 for r in ranges})
     for e in prof.key_averages():
-        t = getattr(e, "self_device_time_total", None)
-        if t is None:
-            t = getattr(e, "self_cuda_time_total", 0.0)
-        total += t
-        name = e.key.lower()
-        ours += t if "dswa" in name else 0.0
-        gemm += t if any(k in name for k in GEMM_KERNELS) else 0.0
-    return (ours / total, gemm / total) if total else (None, None)
+        if e.device_type == DeviceType.CUDA:
+            t = getattr(e, "self_device_time_total", None)
+            t = (getattr(e, "self_cuda_time_total", 0.0) if t is None else t) / 1e3 / calls
+            name = e.key.lower()
+            out["kernel_ms"] += t
+            out["dswa_ms"] += t if "dswa" in name else 0.0
+            out["gemm_ms"] += t if any(k in name for k in GEMM_KERNELS) else 0.0
+        elif e.key in ("cudaStreamSynchronize", "cudaMemcpy"):
+            out["host_syncs"] += e.count
+        elif e.key in ranges:
+            t = getattr(e, "device_time_total", None)
+            t = getattr(e, "cuda_time_total", 0.0) if t is None else t
+            out[e.key + "_ms"] += t / 1e3 / calls
+    out["host_syncs"] /= calls
+    return out
+
+
+def kernel_shares(fn):
+    """(dswa's kernels, the GEMMs) as shares of the GPU kernel time of three fn() calls."""
+    p = kernel_profile(fn)
+    k = p["kernel_ms"]
+    return (p["dswa_ms"] / k, p["gemm_ms"] / k) if k else (None, None)
 
 
 def rel(a, b, base):

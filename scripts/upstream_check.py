@@ -1,7 +1,9 @@
 """The drop-in inside upstream's own code: stable_audio_3's TransformerResamplingBlock (the
 SAME-L autoencoder's resampling stage: TransformerBlocks with DyT, differential attention,
-RoPE, called with the window it computes from stride and sliding_window), built as its
-scripts build it and cast whole (`model.to(dtype)`: float32, float16, bfloat16, the rotary
+RoPE, called with the window it computes from stride and sliding_window), or with `--model
+decoder` the whole SAMEDecoder of SAME-L's shape (latent 256 -> Linear -> that stage with 12
+blocks, the last 7 with the sine gate -> 512 channels per sample of the 16x output), built as
+its scripts build it and cast whole (`model.to(dtype)`: float32, float16, bfloat16, the rotary
 inv_freq buffer included), unswapped and swapped with dswa.samel.swap_attention.
 
 For each dtype: the output of a forward (eval, no grad) and of a training step (train,
@@ -9,16 +11,18 @@ activation checkpointing as upstream's checkpointing=True, forward + backward ov
 parameter) swapped against unswapped (relative Frobenius error: the output, every parameter's
 gradient), the number of dswa warnings (each a fallback to upstream's forward: must be 0), and
 ms per call of each (CUDA: CUDA events around repeated calls after warm-up; CPU: wall clock).
+With --profile (CUDA) each side's forward and training step also under torch.profiler: GPU
+kernel time per call, the attention modules' share of it (forward), dswa's kernels' share,
+and the host syncs per call (each stalls eager mode's launch queue).
 Exit 1 on any warning or an error above the dtype's bound.
 
-    python3 scripts/upstream_check.py --upstream DIR [--device cuda] [--dim 1536] [--L 1292]
-        [--depth 1] [--json OUT.json]
+    python3 scripts/upstream_check.py --upstream DIR [--device cuda] [--model stage|decoder]
+        [--dim 1536] [--L 1292] [--depth N] [--profile] [--json OUT.json]
 
 DIR holds upstream's `stable_audio_3` package (a checkout of Stability-AI/stable-audio-3);
 it imports einops, and torchaudio only by name (a stub module is enough on the CPU).
 """
 import argparse
-import copy
 import json
 import os
 import sys
@@ -48,44 +52,92 @@ def timed(fn, device, reps):
     return (time.perf_counter() - t0) * 1e3 / reps
 
 
+def profiled(m, x, step, kernel_profile, attention):
+    """kernel_profile of m's forward (eval, no grad; the attention modules' kernels in a range)
+    and of its training step."""
+    import torch
+    ranges = []
+
+    def enter(mod, args):
+        ranges.append(torch.profiler.record_function("attention"))
+        ranges[-1].__enter__()
+
+    def leave(mod, args, out):
+        ranges.pop().__exit__(None, None, None)
+
+    hooks = [h for a in m.modules() if isinstance(a, attention)
+             for h in (a.register_forward_pre_hook(enter), a.register_forward_hook(leave))]
+    m.eval()
+    try:
+        with torch.no_grad():
+            fwd = kernel_profile(lambda: m(x), ranges=("attention",))
+    finally:
+        for h in hooks:
+            h.remove()
+    m.train()
+    return {"forward": fwd, "training": kernel_profile(lambda: step(m))}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--upstream", required=True, help="directory holding stable_audio_3/")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--dim", type=int, default=1536)
     ap.add_argument("--L", type=int, default=1292, help="latent frames (N = 17 L tokens)")
-    ap.add_argument("--depth", type=int, default=1, help="transformer blocks in the stage")
+    ap.add_argument("--model", choices=("stage", "decoder"), default="stage")
+    ap.add_argument("--depth", type=int, help="transformer blocks in the stage (default: "
+                    "stage 1, decoder SAME-L's 12)")
     # 16-bit first: float32 under upstream's FlexAttention autotunes for minutes on a GPU
     ap.add_argument("--dtypes", nargs="+", default=["bfloat16", "float16", "float32"])
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--profile", action="store_true")
     ap.add_argument("--json")
     args = ap.parse_args()
+    if args.depth is None:
+        args.depth = 12 if args.model == "decoder" else 1
     sys.path[:0] = [args.upstream, os.path.join(ROOT, "python"), os.path.join(ROOT, "bench")]
     import torch
     import dswa.samel
-    from stable_audio_3.models.autoencoders import TransformerResamplingBlock
+    from stable_audio_3.models.autoencoders import SAMEDecoder, TransformerResamplingBlock
+    from stable_audio_3.models.transformer import Attention
+    from block_bench import kernel_profile
 
     dev, stride = args.device, 16
     result = {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu",
               "torch": torch.__version__, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "dim": args.dim, "L": args.L, "depth": args.depth, "rows": []}
+              "model": args.model, "dim": args.dim, "L": args.L, "depth": args.depth,
+              "rows": []}
     ok = True
     for dtype in args.dtypes:
         dt = getattr(torch, dtype)
         torch.manual_seed(0)
         # SAME-L's decoder stage: latent -> 16 tokens per frame, sliding window [1, 1] latent
         # frames = [17, 17] tokens, DyT, differential attention with feat_scale, heads of 64
-        ref = TransformerResamplingBlock(args.dim, args.dim, stride, sliding_window=[1, 1],
-                                         type="decoder", transformer_depth=args.depth,
-                                         dim_heads=64, feat_scale=True)
+        if args.model == "decoder":
+            build = lambda: SAMEDecoder(out_channels=512, channels=args.dim, latent_dim=256,
+                                        c_mults=[1], strides=[stride],
+                                        transformer_depths=[args.depth], sliding_window=[1, 1],
+                                        sinusoidal_blocks=[8], dim_heads=64, feat_scale=True)
+            x_channels = 256
+        else:
+            build = lambda: TransformerResamplingBlock(args.dim, args.dim, stride,
+                                                       sliding_window=[1, 1], type="decoder",
+                                                       transformer_depth=args.depth,
+                                                       dim_heads=64, feat_scale=True)
+            x_channels = args.dim
+        ref = build()
         for p in ref.parameters():      # upstream zero-inits the branch outputs: make them count
             with torch.no_grad():
                 p.add_(0.02 * torch.randn_like(p))
-        ref = ref.to(device=dev, dtype=dt)               # cast whole, as upstream's scripts do
-        sw = dswa.samel.swap_attention(copy.deepcopy(ref))
-        x = torch.randn(1, args.dim, args.L, device=dev, dtype=dt)
-        row = dict(dtype=dtype, inv_freq=str(ref.transformers[0].rope.inv_freq.dtype)
-                   if hasattr(ref.transformers[0], "rope") else None)
+        # a second instance, not a deepcopy: the decoder's weight-normed convolutions have none
+        sw = build()
+        sw.load_state_dict(ref.state_dict())
+        # cast whole, as upstream's scripts do
+        ref, sw = (m.to(device=dev, dtype=dt) for m in (ref, sw))
+        sw = dswa.samel.swap_attention(sw)
+        x = torch.randn(1, x_channels, args.L, device=dev, dtype=dt)
+        ropes = [m.inv_freq.dtype for m in ref.modules() if hasattr(m, "inv_freq")]
+        row = dict(dtype=dtype, inv_freq=str(ropes[0]) if ropes else None)
         with warnings.catch_warnings(record=True) as got:
             warnings.simplefilter("always")
             ref.eval(), sw.eval()
@@ -100,12 +152,19 @@ def main():
             grads = []
             for m in (ref, sw):
                 m.train()
-                m.checkpointing = True                   # upstream's activation checkpointing
+                for b in m.modules():                    # upstream's activation checkpointing
+                    if isinstance(b, TransformerResamplingBlock):
+                        b.checkpointing = True
                 step(m)
                 grads.append(torch.cat([p.grad.double().flatten() for p in m.parameters()
                                         if p.grad is not None]))
             row["rel_err_grads"] = rel(grads[1], grads[0])
             row["training_ms"] = [timed(lambda m=m: step(m), dev, args.reps) for m in (ref, sw)]
+            if args.profile and dev == "cuda":
+                sides = (("unswapped", ref, Attention),
+                         ("swapped", sw, dswa.samel.SamelAttention))
+                row["profile"] = {side: profiled(m, x, step, kernel_profile, attention)
+                                  for side, m, attention in sides}
         row["dswa_warnings"] = [str(w.message)[:200] for w in got if "dswa" in str(w.message)]
         row["speedup_forward"] = row["forward_ms"][0] / row["forward_ms"][1]
         row["speedup_training"] = row["training_ms"][0] / row["training_ms"][1]
