@@ -442,6 +442,8 @@ typedef struct dswa_aot_param {
 } dswa_aot_param;
 
 #define DSWA_AOT_MAX_PARAMS 54   /* the op has 24 (3 + 20 + 1), the fused block 54 (5 + 48 + 1) */
+#define DSWA_AOT_ROPE_FREQS 32   /* the fused block's frequency extras: rot_dims / 2 for a
+                                    head_dim of at most 64 */
 
 typedef struct dswa_aot_info {
     const char *kernel_name;   /* the PTX .entry, e.g. "dswa_fwd_bf16" */

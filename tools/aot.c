@@ -123,7 +123,6 @@ static const char *kind_name(dswa_aot_param_kind k) {
     return k == DSWA_AOT_INPUT ? "input" : k == DSWA_AOT_EXTRA ? "int32" : "output";
 }
 
-#define MAX_FREQ 32 /* RoPE's frequencies: rot_dims / 2, rot_dims at most 64 (dswa.h) */
 
 /* The problem of --shape: the op's (p, shared_v) or the fused block's (sp, with its RoPE
    frequencies resolved); both NULL without. */
@@ -131,7 +130,7 @@ typedef struct aot_problem {
     const dswa_problem *p;
     int shared_v;
     const dswa_samel_problem *sp;
-    float freq[MAX_FREQ];
+    float freq[DSWA_AOT_ROPE_FREQS];
 } aot_problem;
 
 /* The metadata as JSON, in memory (open_memstream), so that it is written whole or not at all. */
@@ -237,13 +236,13 @@ static int parse_float(const char *s, float *out) {
 
 /* --rope-freq: exactly rot / 2 comma-separated numbers. */
 static int parse_float_list(const char *cmd, const char *s, int64_t rot, float *out) {
-    const int want = rot % 2 == 0 && rot <= 2 * MAX_FREQ ? (int)(rot / 2) : -1;
+    const int want = rot % 2 == 0 && rot <= 2 * DSWA_AOT_ROPE_FREQS ? (int)(rot / 2) : -1;
     char buf[32];
     int n = 0;
     for (const char *a = s;; n++) {
         const char *b = strchr(a, ',');
         size_t len = b ? (size_t)(b - a) : strlen(a);
-        if (len >= sizeof buf || n >= MAX_FREQ) break;
+        if (len >= sizeof buf || n >= DSWA_AOT_ROPE_FREQS) break;
         memcpy(buf, a, len);
         buf[len] = 0;
         if (parse_float(buf, &out[n])) {
@@ -258,7 +257,7 @@ static int parse_float_list(const char *cmd, const char *s, int64_t rot, float *
         a = b + 1;
     }
     if (want < 0)
-        cli_usage_error(cmd, "--rope-freq needs an even --rot-dims from 0 to %d (not %lld)", 2 * MAX_FREQ, (long long)rot);
+        cli_usage_error(cmd, "--rope-freq needs an even --rot-dims from 0 to %d (not %lld)", 2 * DSWA_AOT_ROPE_FREQS, (long long)rot);
     else cli_usage_error(cmd, "--rope-freq %s: must be rot_dims / 2 = %d comma-separated numbers", s, want);
     return -1;
 }
@@ -374,7 +373,7 @@ int cmd_aot(int argc, char **argv) {
         if (pos_s && cli_parse_i64(pos_s, 0, INT32_MAX, &pos))
             return cli_usage_error(cmd, "--pos-offset: '%s' is not an integer from 0 to 2^31 - 1", pos_s);
         if (samel && freq_s && parse_float_list(cmd, freq_s, rot, pr.freq)) return 2;
-        if (samel && !freq_s && rot % 2 == 0 && rot <= 2 * MAX_FREQ) dswa_rope_frequencies((int32_t)rot, base, pr.freq);
+        if (samel && !freq_s && rot % 2 == 0 && rot <= 2 * DSWA_AOT_ROPE_FREQS) dswa_rope_frequencies((int32_t)rot, base, pr.freq);
         if (samel) {
             sp = dswa_samel_problem_default((int32_t)v[0], (int32_t)v[1], (int32_t)v[2]);
             sp.window_left = wl;

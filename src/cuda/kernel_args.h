@@ -67,9 +67,8 @@
 
 /* RoPE's frequencies, one extra each (TensorRT's extras are int32 scalars): freq J is the
    float bits of the layer's frequency J for J < rot_dims / 2 (dswa_samel_problem.rope_freq, or
-   dswa_rope_frequencies(rot_dims, base)), 0 beyond. 32 = the most a head_dim of 64 rotates.
+   dswa_rope_frequencies(rot_dims, base)), 0 beyond: DSWA_AOT_ROPE_FREQS (dswa.h) of them.
    DSWA_ROPE_FREQS(X) lists their indices, for code that gathers them. */
-#define DSWA_ROPE_FREQ_COUNT 32
 #define DSWA_ROPE_FREQ_ARGS(EXTRA, ctx) \
     EXTRA(ctx, freq0, "float_bits(freq0)", NULL, "float bits of RoPE frequency 0 (0 when 0 >= rot_dims / 2)") \
     EXTRA(ctx, freq1, "float_bits(freq1)", NULL, "float bits of RoPE frequency 1 (0 when 1 >= rot_dims / 2)") \

@@ -56,7 +56,7 @@ struct sbwd_args {
     dswa_samel_layout x, dx;
     dswa_layout ldout;
     int n, heads, dim, rot_dims, pos_offset, tiles;
-    float freq[DSWA_ROPE_FREQ_COUNT];  /* RoPE's frequencies (dswa_samel_freqs), 0 past rot_dims / 2 */
+    float freq[DSWA_AOT_ROPE_FREQS];  /* RoPE's frequencies (dswa_samel_freqs), 0 past rot_dims / 2 */
 };
 
 #define ROWS_PER_WARP (DSWA_BWD_ROWS / DSWA_WARPS)

@@ -207,10 +207,13 @@ extern "C" dswa_status dswa_cuda_samel_kargs(const dswa_samel_problem *p, const 
         return dswa_fail(DSWA_ERR_INVALID_ARGUMENT, "dtype = %d: no kernel", (int)p->dtype);
     memcpy(&a->scale_bits, &p->scale, 4);
     memcpy(&a->lambda_bits, &p->lambda, 4);
-    float freq[DSWA_ROPE_FREQ_COUNT] = {0};
+    float freq[DSWA_AOT_ROPE_FREQS] = {0};
     dswa_samel_freqs(p, freq);
 #define SET_FREQ_(j) memcpy(&a->freq##j, &freq[j], 4);
+#define ONE_(j) +1
+    static_assert(0 DSWA_ROPE_FREQS(ONE_) == DSWA_AOT_ROPE_FREQS, "one extra per frequency");
     DSWA_ROPE_FREQS(SET_FREQ_)
+#undef ONE_
 #undef SET_FREQ_
     memcpy(&a->q_alpha_bits, &p->q_norm.alpha, 4);
     memcpy(&a->k_alpha_bits, &p->k_norm.alpha, 4);
