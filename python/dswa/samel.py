@@ -44,7 +44,12 @@ In eager mode each new table is read once (one device-to-host copy: its first ro
 frequencies and the largest difference of the whole table from position times frequency,
 which must be 0) and the result cached; a table that is not float32 positions
 counting up by one times fixed frequencies, exactly (a 16-bit table, interpolation that rounds
-otherwise) falls back. Inside torch.compile and CUDA-graph capture no value is read (that
+otherwise) falls back. Upstream's TransformerBlock makes a new table at every call; so that
+this is not a read (a host sync) per call, swap_attention also wraps the RoPE modules it finds
+beside the attentions (an `inv_freq` buffer and forward_from_seq_len, as upstream's
+RotaryEmbedding; sharing their state as SamelAttention does) to mark each table they make
+with where it came from: a marked table is read once per RoPE module, length and version of
+its inv_freq, and its result reused while the table itself is unchanged. Inside torch.compile and CUDA-graph capture no value is read (that
 would be a host sync): the table is taken to continue the pattern last verified eagerly for
 this module (the same rot dims, first position and frequencies) and, when none was, the module
 falls back with a warning saying so; run the model once eagerly first (for a model compiled
@@ -108,7 +113,100 @@ def looks_like_attention(m):
             getattr(m, "qk_norm", "dyt") == "dyt" and D > 0 and qkv.out_features % (5 * D) == 0)
 
 
-class SamelAttention(torch.nn.Module):
+def _looks_like_rope(m):
+    """Whether m makes RoPE tables as upstream's RotaryEmbedding: an inv_freq tensor and
+    forward_from_seq_len(seq_len) -> (table, scale)."""
+    return (isinstance(getattr(m, "inv_freq", None), torch.Tensor) and
+            callable(getattr(type(m), "forward_from_seq_len", None)))
+
+
+class _Shared(torch.nn.Module):
+    """A module holding its original's very state: one attribute dictionary (parameters,
+    buffers, children, plain attributes), so that state_dict() has exactly the original keys,
+    `.to()`, `.half()`, `train()` act on both and nothing is registered twice. A plain tuple
+    holds the original, so that it is not a registered child."""
+
+    def __init__(self, original):
+        super().__init__()
+        object.__setattr__(self, "__dict__", original.__dict__)
+        self._original = (original,)
+
+    def __setstate__(self, state):
+        # copy.deepcopy and pickle rebuild the original with a dictionary of its own (a copy
+        # of the entries): share it again, so that the copy keeps one state too.
+        super().__setstate__(state)
+        object.__setattr__(self._original[0], "__dict__", self.__dict__)
+
+
+class _Rope(_Shared):
+    """A RoPE module (see _looks_like_rope) whose tables carry where they came from: see the
+    module docstring (RoPE)."""
+
+    def __init__(self, rope):
+        super().__init__(rope)
+        self._tables = {}          # (rows, inv_freq's state, base) -> SamelAttention's reading
+
+    def forward(self, *args, **kwargs):
+        return self._original[0].forward(*args, **kwargs)
+
+    def forward_from_seq_len(self, seq_len):
+        out = self._original[0].forward_from_seq_len(seq_len)
+        table = out[0] if isinstance(out, tuple) and out else None
+        if isinstance(table, torch.Tensor) and not _capturing():
+            f = self.inv_freq
+            key = (seq_len, f._version, f.data_ptr(), f.dtype, f.device,
+                   getattr(self, "interpolation_factor", None))
+            table._dswa_made = (self._tables, key, table._version)
+        return out
+
+
+def _read_table(freqs, base):
+    """(position of the table's row 0, its rot / 2 frequencies) or why the fused block does
+    not compute this table, read from the device (one host sync). The first position from
+    column 0 (its step from row to row); each frequency from the last row, fp32(row /
+    position), and the few float32 values around it, keeping per column the one that gives
+    the whole column exactly (from position 0, row 1 is the frequencies themselves); a one-row
+    table at position 0 has angles 0 whatever the frequencies (base's are taken)."""
+    rows, rot = freqs.shape
+    c = rot // 2
+    with torch.no_grad():
+        f = freqs.detach()
+        base_freq = torch.tensor(_core.rope_freq(rot, base, None), device=f.device)
+        step = f[1, 0] - f[0, 0] if rows > 1 else base_freq[0]
+        p0 = torch.where(step != 0, (f[0, 0] / step).round(), torch.zeros_like(step))
+        pos = p0 + torch.arange(rows, device=f.device, dtype=torch.float32)
+        last = pos[-1]
+        guess = torch.where(last > 0, f[-1, :c] / last, base_freq)
+        cands, up, down = [guess], guess, guess
+        for _ in range(3):
+            up = torch.nextafter(up, torch.full_like(up, float("inf")))
+            down = torch.nextafter(down, torch.full_like(down, float("-inf")))
+            cands += [up, down]
+        C = torch.stack(cands)                                  # (7, c)
+        want = pos[None, :, None] * C[:, None, :]               # (7, rows, c), fp32
+        scale = want.abs() + 1
+        errs = torch.maximum((f[None, :, :c] - want).abs() / scale,
+                             (f[None, :, c:] - want).abs() / scale).amax(1)   # (7, c)
+        best, k = errs.min(0)
+        freq = C[k, torch.arange(c, device=f.device)]
+        got = torch.cat([torch.stack([p0, best.max()]), freq]).tolist()   # one host sync
+    first, err, freq = got[0], got[1], tuple(got[2:])
+    if not err <= _ANGLE_TOL:
+        result = (f"rotary_pos_emb is not float32 positions {first:g} + i times fixed "
+                  f"frequencies: its angles differ from the nearest such table by up to "
+                  f"{err:.2g} (relative; interpolation that rounds otherwise, or positions "
+                  "not counting up by one)")
+    elif not 0 <= first <= 2**31 - rows:
+        result = (f"rotary_pos_emb's first position is {first:g}: the fused block takes "
+                  "positions >= 0 that fit int32")
+    elif not all(_math.isfinite(x) for x in freq):
+        result = "rotary_pos_emb's frequencies are not finite"
+    else:
+        result = (int(first), freq)
+    return result
+
+
+class SamelAttention(_Shared):
     """attn with its attention core fused where the call allows (see the module docstring).
 
     attn: the upstream-shaped module; it and this module share one state afterwards. heads:
@@ -119,7 +217,6 @@ class SamelAttention(torch.nn.Module):
     torch's float32 precision at each call)."""
 
     def __init__(self, attn, *, heads=None, base=10000.0, math=None):
-        super().__init__()
         if not looks_like_attention(attn):
             raise ValueError(f"dswa.samel: {type(attn).__name__} is not an upstream-shaped "
                              "Attention (differential, DyT qk-norm): it needs to_qkv (a Linear "
@@ -153,22 +250,13 @@ class SamelAttention(torch.nn.Module):
         p.head_dim, p.math, p.rope_base, p.rot_dims = D, m or 0, base, D - D % 2
         _lib.check(_lib.lib().dswa_samel_validate(ctypes.byref(p), None, None))
         cuda = bool(_lib.lib().dswa_cuda_available())   # a library call: not per forward
-        # One state with the original (see the module docstring): a plain tuple holds it so
-        # that it is not a registered child (no second copy of its keys in state_dict).
-        object.__setattr__(self, "__dict__", attn.__dict__)
-        self._original = (attn,)
+        super().__init__(attn)     # one state with the original (see the module docstring)
         self.heads, self.head_dim, self._math, self._base = H, D, m, base
         self._cuda = cuda
         self._rope_seen = None     # (rot dims, table's first position, freq), verified eagerly
         self._warned = set()
         self._seen = None
         self.refresh()
-
-    def __setstate__(self, state):
-        # copy.deepcopy and pickle rebuild the original with a dictionary of its own (a copy
-        # of the entries): share it again, so that the copy keeps one state too.
-        super().__setstate__(state)
-        object.__setattr__(self._original[0], "__dict__", self.__dict__)
 
     def extra_repr(self):
         return f"heads={self.heads}, head_dim={self.head_dim}, fused"
@@ -288,52 +376,21 @@ class SamelAttention(torch.nn.Module):
         return rot, first + rows - n, freq      # upstream uses the table's last n rows
 
     def _verify_table(self, freqs):
-        """(position of the table's row 0, its rot / 2 frequencies) or why the fused block does
-        not compute this table. The first position from column 0 (its step from row to row);
-        each frequency from the last row, fp32(row / position), and the few float32 values
-        around it, keeping per column the one that gives the whole column exactly (from
-        position 0, row 1 is the frequencies themselves); a one-row table at position 0 has
-        angles 0 whatever the frequencies (base's are taken)."""
+        """_read_table's answer for this table, read once: the same table object unchanged
+        since the last call (any module's), or one its RoPE module made before with the same
+        length and inv_freq (a _Rope's mark), reuses the reading."""
         global _last_table
         key = (freqs._version, tuple(freqs.shape), self._base)
         if _last_table is not None and _last_table[0]() is freqs and _last_table[1:4] == key:
             return _last_table[4]
-        rows, rot = freqs.shape
-        c = rot // 2
-        with torch.no_grad():
-            f = freqs.detach()
-            base = torch.tensor(_core.rope_freq(rot, self._base, None), device=f.device)
-            step = f[1, 0] - f[0, 0] if rows > 1 else base[0]
-            p0 = torch.where(step != 0, (f[0, 0] / step).round(), torch.zeros_like(step))
-            pos = p0 + torch.arange(rows, device=f.device, dtype=torch.float32)
-            last = pos[-1]
-            guess = torch.where(last > 0, f[-1, :c] / last, base)
-            cands, up, down = [guess], guess, guess
-            for _ in range(3):
-                up = torch.nextafter(up, torch.full_like(up, float("inf")))
-                down = torch.nextafter(down, torch.full_like(down, float("-inf")))
-                cands += [up, down]
-            C = torch.stack(cands)                                  # (7, c)
-            want = pos[None, :, None] * C[:, None, :]               # (7, rows, c), fp32
-            scale = want.abs() + 1
-            errs = torch.maximum((f[None, :, :c] - want).abs() / scale,
-                                 (f[None, :, c:] - want).abs() / scale).amax(1)   # (7, c)
-            best, k = errs.min(0)
-            freq = C[k, torch.arange(c, device=f.device)]
-            got = torch.cat([torch.stack([p0, best.max()]), freq]).tolist()   # one host sync
-        first, err, freq = got[0], got[1], tuple(got[2:])
-        if not err <= _ANGLE_TOL:
-            result = (f"rotary_pos_emb is not float32 positions {first:g} + i times fixed "
-                      f"frequencies: its angles differ from the nearest such table by up to "
-                      f"{err:.2g} (relative; interpolation that rounds otherwise, or positions "
-                      "not counting up by one)")
-        elif not 0 <= first <= 2**31 - rows:
-            result = (f"rotary_pos_emb's first position is {first:g}: the fused block takes "
-                      "positions >= 0 that fit int32")
-        elif not all(_math.isfinite(x) for x in freq):
-            result = "rotary_pos_emb's frequencies are not finite"
+        made = getattr(freqs, "_dswa_made", None)     # (its RoPE module's readings, key, version)
+        made = made if made is not None and made[2] == freqs._version else None
+        if made is not None and (made[1], self._base) in made[0]:
+            result = made[0][made[1], self._base]
         else:
-            result = (int(first), freq)
+            result = _read_table(freqs, self._base)
+            if made is not None:
+                made[0][made[1], self._base] = result
         _last_table = (weakref.ref(freqs), *key, result)
         return result
 
@@ -408,30 +465,35 @@ class SamelAttention(torch.nn.Module):
 
 def swap_attention(module, **settings):
     """Replaces, in place, every upstream-shaped Attention inside `module` (see
-    looks_like_attention) by a SamelAttention built from it with `settings`; returns the
-    module, or the new SamelAttention when `module` itself is one. ValueError when there is
-    none."""
+    looks_like_attention) by a SamelAttention built from it with `settings`, and wraps the
+    RoPE modules inside it (see the module docstring: RoPE); returns the module, or the new
+    SamelAttention when `module` itself is one. ValueError when there is none."""
     if isinstance(module, SamelAttention):
         return module
     if looks_like_attention(module):
         return SamelAttention(module, **settings)
+    ropes = []
+    if not _swap_inside(module, settings, ropes):
+        raise ValueError(f"dswa.samel: no upstream-shaped Attention in {type(module).__name__} "
+                         "(to_qkv without bias, 5 * H * D outputs, q_norm/k_norm with alpha, "
+                         "gamma, beta, to_out)")
+    for parent, name, rope in ropes:
+        setattr(parent, name, _Rope(rope))
+    return module
+
+
+def _swap_inside(module, settings, ropes):
+    """swap_attention on module's children, recursively: how many attentions it holds; the
+    RoPE modules not yet wrapped go to `ropes` as (parent, name, module)."""
     n = 0
     for name, child in list(module.named_children()):
         if isinstance(child, SamelAttention):
             n += 1
-            continue
-        if looks_like_attention(child):
+        elif looks_like_attention(child):
             setattr(module, name, SamelAttention(child, **settings))
             n += 1
+        elif _looks_like_rope(child) and not isinstance(child, _Rope):
+            ropes.append((module, name, child))
         else:
-            try:
-                swap_attention(child, **settings)
-                n += 1
-            except ValueError as e:
-                if "no upstream-shaped Attention" not in str(e):
-                    raise
-    if n == 0:
-        raise ValueError(f"dswa.samel: no upstream-shaped Attention in {type(module).__name__} "
-                         "(to_qkv without bias, 5 * H * D outputs, q_norm/k_norm with alpha, "
-                         "gamma, beta, to_out)")
-    return module
+            n += _swap_inside(child, settings, ropes)
+    return n

@@ -118,6 +118,43 @@ def test_block_cpu():
     run_blocks("cpu")
 
 
+def test_rope_tables_read_once():
+    """Upstream's TransformerBlock makes a new RoPE table at every call: the swapped block
+    reads (one host sync) the one its own RoPE module makes once per length and inv_freq, not
+    per call; a new inv_freq, another length or a table written since is read again, and the
+    output follows (against the float64 copy given the same frequencies)."""
+    need_torch()
+    import dswa.samel
+    sw, ref, ref64 = blocks(feat_scale=True)
+    assert isinstance(sw.rope, dswa.samel._Rope) and sw.rope._original[0].__dict__ is \
+        sw.rope.__dict__
+    x = torch.randn(B, N, DIM, generator=torch.Generator().manual_seed(5))
+    window = dict(self_attention_flash_sliding_window=[17, 17])
+    reads, real = [], dswa.samel._read_table
+    dswa.samel._read_table = lambda *a: reads.append(a[0].shape[0]) or real(*a)
+    w = no_warnings()
+    try:
+        with torch.no_grad():
+            for n in (N, N, N, N - 7, N - 7, N):
+                xn = x[:, :n]
+                err = rel(sw(xn, **window), ref64(xn.double(), **window), xn)
+                assert err < TOL[("cpu", "float32")], (n, err)
+            assert reads == [N, N - 7], reads
+            for m in (sw.rope, ref64.rope):          # new frequencies, written in place
+                m.inv_freq.mul_(0.75)
+            for _ in range(2):
+                err = rel(sw(x, **window), ref64(x.double(), **window), x)
+                assert err < TOL[("cpu", "float32")], err
+            assert reads == [N, N - 7, N], reads
+            table = sw.rope.forward_from_seq_len(N)
+            table[0].mul_(1.0)                       # same values, written since it was made
+            sw.self_attn(x, rotary_pos_emb=table, flash_attn_sliding_window=[17, 17])
+            assert reads == [N, N - 7, N, N], reads
+    finally:
+        w.__exit__(None, None, None)
+        dswa.samel._read_table = real
+
+
 def fallback_cases(x, dtype):
     """(what its warning says, keyword arguments of the attention's call) for every
     fallback: context, masks, score mod, varlen, a window of None or of floats, causal,
@@ -239,6 +276,8 @@ def test_call_forms_and_state():
     assert len(list(sw.parameters())) == len(list(ref.parameters()))
     orig = a._original[0]
     assert orig.__dict__ is a.__dict__ and orig not in list(sw.modules())
+    assert sw.rope.__dict__ is sw.rope._original[0].__dict__
+    assert sw.rope._original[0] not in list(sw.modules())
     sw.train()
     assert orig.training
     sw.eval()
@@ -248,6 +287,7 @@ def test_call_forms_and_state():
     for c in (copy.deepcopy(sw), pickle.loads(pickle.dumps(sw))):
         ca = c.self_attn
         assert ca._original[0].__dict__ is ca.__dict__ and ca._original[0] is not orig
+        assert c.rope._original[0].__dict__ is c.rope.__dict__
         with torch.no_grad():
             assert torch.equal(ca(x, rotary_pos_emb=rope, flash_attn_sliding_window=[5, 9]),
                                a(x, rotary_pos_emb=rope, flash_attn_sliding_window=[5, 9]))
