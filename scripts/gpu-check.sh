@@ -22,8 +22,9 @@
 # its tools), else one scripts/build-wheel.sh builds here. `multigpu` (not in `all`) runs
 # scripts/multi_gpu_train.py under torchrun on 2 GPUs (DDP and FSDP2 training, swapped against
 # unswapped; its summary in multigpu.json) and says so and skips with fewer. `upstream` (not
-# in `all`) runs scripts/upstream_check.py: upstream's own TransformerResamplingBlock at SAME-L's
-# size, cast whole to each dtype (16-bit first; float32's FlexAttention autotuning may not fit the
+# in `all`) runs scripts/upstream_check.py (more options in UPSTREAM_ARGS, e.g. `--model decoder
+# --profile`: the whole SAMEDecoder under torch.profiler): upstream's own
+# TransformerResamplingBlock at SAME-L's size, cast whole to each dtype (16-bit first; float32's FlexAttention autotuning may not fit the
 # call: the JSON keeps the rows done), swapped against unswapped, with UPSTREAM the directory
 # holding its stable_audio_3 package and what it imports that the machine lacks (einops, tqdm,
 # safetensors, huggingface_hub and theirs; an ignored directory such as build-upstream/,
@@ -221,9 +222,11 @@ if [ "$part" = upstream ]; then
         note "upstream: no UPSTREAM"; rc=1
     else
         t=$(date +%s)
-        if DSWA_LIB="$PWD/build/libdswa.so" timeout 540 python3 scripts/upstream_check.py             --upstream "$UPSTREAM" --json "$out/upstream.json" > "$out/upstream.log" 2>&1; then r=ok; else r=FAILED; rc=1; fi
+        # UPSTREAM_ARGS: more options, e.g. "--model decoder --profile --dtypes bfloat16"
+        if DSWA_LIB="$PWD/build/libdswa.so" timeout "${UPSTREAM_TIMEOUT:-540}" python3 scripts/upstream_check.py \
+            --upstream "$UPSTREAM" ${UPSTREAM_ARGS:-} --json "$out/upstream.json" > "$out/upstream.log" 2>&1; then r=ok; else r=FAILED; rc=1; fi
         grep '^{' "$out/upstream.log" || tail -n 30 "$out/upstream.log"
-        note "upstream's block cast whole (scripts/upstream_check.py): $r in $(secs "$t") s"
+        note "upstream's model cast whole (scripts/upstream_check.py ${UPSTREAM_ARGS:-}): $r in $(secs "$t") s"
     fi
 fi
 step "summary (commit $commit)"
