@@ -422,10 +422,7 @@ static void test_refusals(void) {
 }
 
 int main(int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--small")) small_only = 1;
-        else { fprintf(stderr, "test_cuda: unknown argument %s\n", argv[i]); return 2; }
-    }
+    if (tu_flags(argc, argv, "--small", &small_only, (char *)NULL)) return 2;
     if (!dswa_cuda_available()) {
         static float q[1024], k[1024], v[1024], o[512];
         dswa_problem p = dswa_problem_default(1, 8, 1, 64, 2);

@@ -210,10 +210,7 @@ static void test_refusals(void) {
 
 int main(int argc, char **argv) {
     int small_only = 0;   /* --small: the shared cases and the refusals only (compute-sanitizer) */
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--small")) small_only = 1;
-        else { fprintf(stderr, "%s: unknown argument %s\n", argv[0], argv[i]); return 2; }
-    }
+    if (tu_flags(argc, argv, "--small", &small_only, (char *)NULL)) return 2;
     if (!dswa_cuda_available()) {
         dswa_problem f = dswa_problem_default(1, 8, 1, 64, 2);
         dswa_backward_problem bp = dswa_backward_problem_default(&f);

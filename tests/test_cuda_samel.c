@@ -845,11 +845,8 @@ static void test_alpha_at_graph(void) {
 }
 
 int main(int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--small")) small_only = 1;
-        else if (!strcmp(argv[i], "--host")) host_mode = 1;
-        else { fprintf(stderr, "test_cuda_samel: unknown argument %s\n", argv[i]); return 2; }
-    }
+    if (tu_flags(argc, argv, "--small", &small_only, "--host", &host_mode, (char *)NULL))
+        return 2;
     if (!host_mode && !dswa_cuda_available()) {
         dswa_samel_problem p = dswa_samel_problem_default(1, 8, 1);
         static float x[8 * 5 * 64], o[8 * 64], w[64];

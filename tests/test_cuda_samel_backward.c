@@ -377,10 +377,7 @@ static void test_refusals(void) {
 
 int main(int argc, char **argv) {
     int small_only = 0;   /* --small: the shared cases and the refusals only (compute-sanitizer) */
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--small")) small_only = 1;
-        else { fprintf(stderr, "%s: unknown argument %s\n", argv[0], argv[i]); return 2; }
-    }
+    if (tu_flags(argc, argv, "--small", &small_only, (char *)NULL)) return 2;
     tu_rng_init(&rng, tu_test_seed());
     if (!dswa_cuda_available()) {
         host_refusals();

@@ -347,3 +347,23 @@ int tu_summary(const char *name) {
     fflush(stdout);
     return tu_failures ? 1 : 0;
 }
+
+int tu_flags(int argc, char **argv, ...) {
+    for (int i = 1; i < argc; i++) {
+        va_list ap;
+        va_start(ap, argv);
+        const char *name;
+        int *set = NULL;
+        while ((name = va_arg(ap, const char *))) {
+            int *flag = va_arg(ap, int *);
+            if (!strcmp(argv[i], name)) set = flag;
+        }
+        va_end(ap);
+        if (!set) {
+            fprintf(stderr, "%s: unknown argument %s\n", argv[0], argv[i]);
+            return 2;
+        }
+        *set = 1;
+    }
+    return 0;
+}

@@ -105,6 +105,10 @@ void tu_skip(const char *fmt, ...)
     __attribute__((format(printf, 1, 2), noreturn))
 #endif
     ;
+/* A test's command line: each argument must be one of the flags given as ("--name", &int)
+   pairs ending in NULL, which sets that int to 1. 0, or 2 after printing the unknown argument
+   (the process status for bad usage). */
+int tu_flags(int argc, char **argv, ...);
 /* Prints "<name>: N checks, F failed" and returns the process status (0 pass, 1 fail). */
 int tu_summary(const char *name);
 #define TEST_MAIN_RETURN(name) return tu_summary(name)
