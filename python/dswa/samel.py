@@ -146,6 +146,9 @@ class _Rope(_Shared):
         super().__init__(rope)
         self._tables = {}          # (rows, inv_freq's state, base) -> SamelAttention's reading
 
+    def extra_repr(self):
+        return f"{type(self._original[0]).__name__}, its tables marked"
+
     def forward(self, *args, **kwargs):
         return self._original[0].forward(*args, **kwargs)
 
