@@ -52,10 +52,11 @@ def timed(fn, device, reps):
     return (time.perf_counter() - t0) * 1e3 / reps
 
 
-def profiled(m, x, step, kernel_profile, attention):
-    """kernel_profile of m's forward (eval, no grad; the attention modules' kernels in a range)
-    and of its training step."""
+def profiled(m, x, step, attention):
+    """block_bench.kernel_profile of m's forward (eval, no grad; the kernels of its `attention`
+    modules in a range) and of its training step."""
     import torch
+    from block_bench import kernel_profile
     ranges = []
 
     def enter(mod, args):
@@ -100,7 +101,6 @@ def main():
     import dswa.samel
     from stable_audio_3.models.autoencoders import SAMEDecoder, TransformerResamplingBlock
     from stable_audio_3.models.transformer import Attention
-    from block_bench import kernel_profile
 
     dev, stride = args.device, 16
     result = {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu",
@@ -163,7 +163,7 @@ def main():
             if args.profile and dev == "cuda":
                 sides = (("unswapped", ref, Attention),
                          ("swapped", sw, dswa.samel.SamelAttention))
-                row["profile"] = {side: profiled(m, x, step, kernel_profile, attention)
+                row["profile"] = {side: profiled(m, x, step, attention)
                                   for side, m, attention in sides}
         row["dswa_warnings"] = [str(w.message)[:200] for w in got if "dswa" in str(w.message)]
         row["speedup_forward"] = row["forward_ms"][0] / row["forward_ms"][1]

@@ -123,7 +123,6 @@ static const char *kind_name(dswa_aot_param_kind k) {
     return k == DSWA_AOT_INPUT ? "input" : k == DSWA_AOT_EXTRA ? "int32" : "output";
 }
 
-
 /* The problem of --shape: the op's (p, shared_v) or the fused block's (sp, with its RoPE
    frequencies resolved); both NULL without. */
 typedef struct aot_problem {

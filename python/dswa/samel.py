@@ -49,11 +49,12 @@ this is not a read (a host sync) per call, swap_attention also wraps the RoPE mo
 beside the attentions (an `inv_freq` buffer and forward_from_seq_len, as upstream's
 RotaryEmbedding; sharing their state as SamelAttention does) to mark each table they make
 with where it came from: a marked table is read once per RoPE module, length and version of
-its inv_freq, and its result reused while the table itself is unchanged. Inside torch.compile and CUDA-graph capture no value is read (that
-would be a host sync): the table is taken to continue the pattern last verified eagerly for
-this module (the same rot dims, first position and frequencies) and, when none was, the module
-falls back with a warning saying so; run the model once eagerly first (for a model compiled
-inside, e.g. with `torch.compiler.set_stance("force_eager")`).
+its inv_freq, and its result reused while the table itself is unchanged. Inside
+torch.compile and CUDA-graph capture no value is read (that would be a host sync): the table
+is taken to continue the pattern last verified eagerly for this module (the same rot dims,
+first position and frequencies) and, when none was, the module falls back with a warning
+saying so; run the model once eagerly first (for a model compiled inside, e.g. with
+`torch.compiler.set_stance("force_eager")`).
 
 float32: the math follows torch.get_float32_matmul_precision() at each call ("highest",
 torch's default: fp32-accurate, as upstream's own float32 attention; "high" or "medium":
@@ -387,13 +388,13 @@ class SamelAttention(_Shared):
         if _last_table is not None and _last_table[0]() is freqs and _last_table[1:4] == key:
             return _last_table[4]
         made = getattr(freqs, "_dswa_made", None)     # (its RoPE module's readings, key, version)
-        made = made if made is not None and made[2] == freqs._version else None
-        if made is not None and (made[1], self._base) in made[0]:
-            result = made[0][made[1], self._base]
+        if made is not None and made[2] == freqs._version:
+            readings, k = made[0], (made[1], self._base)
+            result = readings.get(k)
+            if result is None:
+                result = readings[k] = _read_table(freqs, self._base)
         else:
             result = _read_table(freqs, self._base)
-            if made is not None:
-                made[0][made[1], self._base] = result
         _last_table = (weakref.ref(freqs), *key, result)
         return result
 
