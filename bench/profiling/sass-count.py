@@ -49,7 +49,7 @@ def main():
                 cls["other:" + base] += 1
         print(f"{f}: {len(ops)} instructions")
         print("   " + "  ".join(f"{k} {v}" for k, v in cls.most_common()))
-        bodies = sorted(((a - t) // 16 + 1, t) for a, t in loops[f])[::-1]   # 16 bytes an instruction
+        bodies = sorted((((a - t) // 16 + 1, t) for a, t in loops[f]), reverse=True)   # 16 bytes an instruction
         if bodies:
             print("   loops: " + ", ".join(f"{n} instructions from {t:#x}" for n, t in bodies[:4]))
 
