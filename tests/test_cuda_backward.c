@@ -58,11 +58,16 @@ static dswa_backward_problem problem(int B, int N, int H, int wl, int wr, dswa_d
 /* SAME-L's shape (packed in and out) and a wide window, against the reference. */
 static void test_large(void) {
     printf("larger shapes\n");
-    for (int t = 0; t < 3; t++) {
-        dswa_backward_problem bp = problem(1, 4352, 24, 17, 17, (dswa_dtype)t, 1);
+    for (int t = 0; t < tu_bwd_passes(); t++) {
+        dswa_dtype dt;
+        dswa_math math;
+        tu_bwd_pass(t, &dt, &math);
+        dswa_backward_problem bp = problem(1, 4352, 24, 17, 17, dt, 1);
         bp.fwd.lambda = 1.0f;
+        bp.fwd.math = math;
         tu_backward_case(gpu_backward, "CUDA", &rng, "SAME-L N=4352 H=24, packed", &bp, 1);
-        bp = problem(2, 700, 2, 5, 300, (dswa_dtype)t, 0);
+        bp = problem(2, 700, 2, 5, 300, dt, 0);
+        bp.fwd.math = math;
         tu_backward_case(gpu_backward, "CUDA", &rng, "wide window 5/300, B=2", &bp, 0);
     }
 }
@@ -221,6 +226,7 @@ int main(int argc, char **argv) {
     tu_rng_init(&rng, tu_test_seed());
     tu_print_device();
     test_refusals();
+    tu_bwd_tf32_backend = 1;   /* f32 runs on TF32 unless DSWA_MATH_FP32 */
     tu_backward_cases(gpu_backward, "CUDA", &rng);
     if (!small_only) {
         test_large();

@@ -180,17 +180,24 @@ static dswa_status gpu_backward(const dswa_samel_backward_problem *p, const void
 /* SAME-L's shape and a wide window, against the reference. */
 static void test_large(void) {
     printf("larger shapes\n");
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < tu_bwd_passes(); t++) {
+        dswa_dtype dt;
+        dswa_math math;
+        tu_bwd_pass(t, &dt, &math);
         tu_sbwd_case c = tu_sbwd_make(&rng, "SAME-L N=4352 H=24 D=64, rot 32", 1, 4352, 24, 64, 17, 17,
-                                      32, (dswa_dtype)t);
+                                      32, dt);
+        c.bp.fwd.math = math;
         c.bp.fwd.lambda = 1.0f;
         c.bp.fwd.scale = 0.125f;
         tu_sbwd_run(gpu_backward, "CUDA", &rng, c);
-        c = tu_sbwd_make(&rng, "wide window 5/300, B=2", 2, 700, 2, 64, 5, 300, 32, (dswa_dtype)t);
+        c = tu_sbwd_make(&rng, "wide window 5/300, B=2", 2, 700, 2, 64, 5, 300, 32, dt);
+        c.bp.fwd.math = math;
         tu_sbwd_run(gpu_backward, "CUDA", &rng, c);
-        c = tu_sbwd_make(&rng, "head_dim 1, no RoPE", 2, 30, 2, 1, 3, 3, 0, (dswa_dtype)t);
+        c = tu_sbwd_make(&rng, "head_dim 1, no RoPE", 2, 30, 2, 1, 3, 3, 0, dt);
+        c.bp.fwd.math = math;
         tu_sbwd_run(gpu_backward, "CUDA", &rng, c);
-        c = tu_sbwd_make(&rng, "head_dim 40, rot 40", 2, 30, 2, 40, 3, 3, 40, (dswa_dtype)t);
+        c = tu_sbwd_make(&rng, "head_dim 40, rot 40", 2, 30, 2, 40, 3, 3, 40, dt);
+        c.bp.fwd.math = math;
         tu_sbwd_run(gpu_backward, "CUDA", &rng, c);
     }
 }
@@ -386,6 +393,7 @@ int main(int argc, char **argv) {
     }
     tu_print_device();
     test_refusals();
+    tu_bwd_tf32_backend = 1;   /* f32 runs on TF32 unless DSWA_MATH_FP32 */
     tu_samel_backward_cases(gpu_backward, "CUDA", &rng);
     if (!small_only) {
         test_large();

@@ -71,8 +71,10 @@ def rel(a, b):
     return float((a - b).norm() / b.norm().clamp_min(1e-30))
 
 
-def check_grads(device, dtype, layout, B, N, H, D, wl, wr, scale=0.3, lam=0.7, seed=0):
-    """dswa's gradients of every leaf against the float64 reference's; the errors."""
+def check_grads(device, dtype, layout, B, N, H, D, wl, wr, scale=0.3, lam=0.7, seed=0, tol=None):
+    """dswa's gradients of every leaf against the float64 reference's (within tol, by default
+    TOL's for the dtype); the errors."""
+    tol = TOL[dtype] if tol is None else tol
     ls, q, k, v = leaves(B, N, H, D, dtype, device, layout, seed)
     out = dswa.diff_swa(q, k, v, window_left=wl, window_right=wr, scale=scale, lam=lam)
     dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed + 1)).to(out)
@@ -81,8 +83,8 @@ def check_grads(device, dtype, layout, B, N, H, D, wl, wr, scale=0.3, lam=0.7, s
     _, q64, k64, v64 = leaves_like(ls64, layout, B, N, H, D)
     want = torch.autograd.grad(reference(q64, k64, v64, wl, wr, scale, lam), ls64, dout.double())
     errs = [rel(a, b) for a, b in zip(got, want)]
-    assert max(errs) < TOL[dtype], \
-        f"{device} {dtype} {layout} W={wl}/{wr}: gradient errors {errs} >= {TOL[dtype]}"
+    assert max(errs) < tol, \
+        f"{device} {dtype} {layout} W={wl}/{wr}: gradient errors {errs} >= {tol}"
     return errs
 
 
@@ -171,6 +173,24 @@ def test_cuda_grads():
         for layout in LAYOUTS:
             for wl, wr in ((17, 17), (0, 9), (5, 50)):
                 check_grads("cuda", dtype, layout, 2, 300, 3, 64, wl, wr, scale=0.125, seed=wr)
+
+
+def test_cuda_grads_tf32():
+    """float32 under torch's "high" matmul precision: the op's math is TF32, forward and backward
+    (the tensor-core backward where the band applies: windows up to 48), within TF32's error;
+    an error above fp32's shows that the TF32 kernels ran."""
+    need_cuda()
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        for layout in LAYOUTS:
+            for wl, wr in ((17, 17), (0, 9), (5, 50)):
+                errs = check_grads("cuda", "float32", layout, 2, 300, 3, 64, wl, wr, scale=0.125,
+                                   seed=wr, tol=5e-3)
+                if layout == "contiguous" and wl + wr <= 48:
+                    assert max(errs) > 1e-5, f"{layout} W={wl}/{wr}: errors {errs}: not TF32"
+    finally:
+        torch.set_float32_matmul_precision(old)
 
 
 def test_cuda_deterministic():

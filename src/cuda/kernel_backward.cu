@@ -239,6 +239,7 @@ static bwd_args args_of(const dswa_backward_problem *p, const void *q, const voi
     a.scale = f->scale;
     a.lambda = f->lambda;
     a.f32_grads = 0;
+    a.math = f->math;
     return a;
 }
 

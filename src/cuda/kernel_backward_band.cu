@@ -1,18 +1,19 @@
-/* The op's backward on tensor cores, for the problems the forward's band kernel takes in
- * 16-bit (SAME-L's among them): head_dim 64, window_left + window_right <= 48, rows 16-byte
- * aligned with unit dim stride (dswa_bwd_band_ok). The math is in include/dswa.h, the plan and
- * the determinism rule in docs/BACKWARD.md; everything else goes to kernel_backward.cu's
- * general kernels, which the launcher there picks between.
+/* The op's backward on tensor cores, for the problems the forward's band kernel takes (SAME-L's
+ * among them): head_dim 64, window_left + window_right <= 48, rows 16-byte aligned with unit
+ * dim stride, 16-bit, or f32 unless fp32-accurate math is asked for (dswa_bwd_band_ok). The
+ * math is in include/dswa.h, the plan and the determinism rule in docs/BACKWARD.md; everything
+ * else goes to kernel_backward.cu's general kernels, which the launcher there picks between.
  *
- * Entries, each a template over the 16-bit type T (__half, __nv_bfloat16) and the gradients'
- * type G (T; or float for the fused block's backward, whose epilogue rounds once):
- *   dswa_bwd_band_queries  per 64 query rows of one (batch, head): for each pair, the scores S
+ * Entries, each a template over the input type T (__half, __nv_bfloat16; float on TF32) and
+ * the gradients' type G (T; or float for the fused block's 16-bit backward, whose epilogue
+ * rounds once):
+ *   dswa_bwd_band_queries  per 64 query rows (32 for f32) of one (batch, head): for each pair, the scores S
  *                          against the rows' key band, the exact softmax P (max and sum over the
  *                          whole band, which is in registers), dP = dA V^T, delta = sum P dP,
  *                          dS = P (dP - delta) and dq = scale dS K. Writes each row's (max,
  *                          1/sum, delta) per pair to the workspace's table and, with dlambda,
  *                          each 16 rows' share of -sum dout . A_1 (as sum P_1 (dout . V_1)).
- *   dswa_bwd_band_keys     per 64 key rows: the transposed products against the rows' query
+ *   dswa_bwd_band_keys     per 64 key rows (32 for f32): the transposed products against the rows' query
  *                          band, P recomputed from the table, dv = sum P dA (pair 0's terms,
  *                          then pair 1's, in one accumulator when dv is summed) and
  *                          dk = scale dS^T Q.
@@ -29,16 +30,25 @@
  *  - Gathering instead of scattering: every gradient row is written once by the warp that
  *    owns it, after sums in a fixed order (mma over the band, then the pairs in order); no
  *    atomics, so results are bitwise the same on every run.
- *  - The weights P and dS enter the tensor core as two 16-bit terms (hi + lo, the low part
- *    the rounding error of the high one), so they carry about 16 significant bits instead of
- *    8 or 11: the gradients' error stays that of the fp32 arithmetic and the one rounding at
+ *  - 16-bit: the weights P and dS enter the tensor core as two 16-bit terms (hi + lo, the low
+ *    part the rounding error of the high one), so they carry about 16 significant bits instead
+ *    of 8 or 11: the gradients' error stays that of the fp32 arithmetic and the one rounding at
  *    the store, as for the general kernel (tests/lib/backward_cases.h's tolerances).
  *    The mma accumulates in fp32.
+ *  - f32 runs on TF32 (m16n8k8), the forward's default math and error (about 1e-3 relative):
+ *    register operands rounded (cvt.rna), shared-memory operands as raw bits, as the forward
+ *    does. A 64-row f32 block would need 56 KB of bands; 32 rows (two warps) keep both bands in
+ *    41 KB, and the block's own rows, read once per pair, go from global memory straight into
+ *    mma fragments instead of through shared memory. Fragments take the 64 dims in an order of
+ *    the kernel's choosing (a dot product does not care): lane quad c holds dims 16x + 4c ..
+ *    16x + 4c + 3 of a row, one 16-byte load per x, and reads the band rows at the same
+ *    chunks (swizzled as the forward's f32 tiles, dswa_swz<float>: no bank conflicts).
  *  - The table holds the max in log2 units (scale log2 e folded in) so that both kernels
  *    compute p = 2^(s scale log2 e - max) with the same expression. The two kernels of this
  *    family write and read it; the general family has its own units.
- *  - Loads are cp.async of 16-byte chunks into rows of 8 chunks swizzled by row (chunk
- *    u ^ (row & 7)), so that ldmatrix's 8 rows at one chunk hit 8 different bank groups.
+ *  - Loads are cp.async of 16-byte chunks into rows of 8 chunks (16 for f32) swizzled by row
+ *    (16-bit: chunk u ^ (row & 7), so that ldmatrix's 8 rows at one chunk hit 8 different bank
+ *    groups).
  *  - Shared V (v.pair == 0) is read once and dA V^T computed once: pair 1's is -lambda times
  *    pair 0's.
  * Rows past N are loaded as zeros and masked; a key outside the sequence or the window weighs
@@ -50,14 +60,27 @@
 #include "cuda/backward.cuh"
 #include "cuda/mma.cuh"
 
-#define BB_ROWS (DSWA_TILE + DSWA_BAND_MAX_SPAN) /* band rows of a block: 112 */
-#define BB_DIM 64                                /* head_dim: rows of 8 16-byte chunks */
+/* A block's shape per input type: ROWS query (or key) rows, a warp per 16, and the band of
+   ROWS + 48 rows its rows see. */
+template <typename T> struct bb_cfg {
+    static constexpr int ROWS = 64, THREADS = 2 * ROWS, MIN_BLOCKS = 3;
+    static constexpr bool OWN_IN_SMEM = true;   /* the block's own rows staged in shared memory */
+};
+template <> struct bb_cfg<float> {
+    static constexpr int ROWS = 32, THREADS = 2 * ROWS, MIN_BLOCKS = 4;
+    static constexpr bool OWN_IN_SMEM = false;  /* straight into fragments (see the top) */
+};
+#define BB_BAND(T) (bb_cfg<T>::ROWS + DSWA_BAND_MAX_SPAN) /* band rows of a block: 112, 80 */
+#define BB_OWN(T) (bb_cfg<T>::OWN_IN_SMEM ? bb_cfg<T>::ROWS : 1) /* own rows in shared memory */
+#define BB_DIM 64                                          /* head_dim */
 
 /* ---- tiles in shared memory ------------------------------------------------------------- */
 
-/* Chunk u (8 elements) of row r of a tile of 64-element rows, swizzled (see the top). */
+/* Chunk u (16 bytes) of row r of a tile of 64-element rows, swizzled (see the top). */
 template <typename P> __device__ __forceinline__ P *bb_at(P *tile, int r, int u) {
-    return tile + r * BB_DIM + ((u ^ (r & 7)) << 3);
+    constexpr int per = 16 / (int)sizeof(P);
+    const int swz = sizeof(P) == 4 ? dswa_swz<float>(r) : (r & 7);
+    return tile + r * BB_DIM + (u ^ swz) * per;
 }
 
 /* A tensor's slice at batch b, head h (int64 strides: dswa_at_head takes int ones). */
@@ -70,24 +93,50 @@ __device__ __forceinline__ P *bb_slice(const void *base, const dswa_layout &l, i
    outside [0, n) as zeros. */
 template <typename T>
 __device__ __forceinline__ void bb_load(T *tile, const T *base, int64_t sn, int row0, int rows, int n) {
-    for (int x = threadIdx.x; x < rows * 8; x += DSWA_THREADS) {
-        const int r = x >> 3, u = x & 7, src = row0 + r;
+    constexpr int per = 16 / (int)sizeof(T), chunks = BB_DIM / per;
+    for (int x = threadIdx.x; x < rows * chunks; x += bb_cfg<T>::THREADS) {
+        const int r = (unsigned)x / chunks, u = (unsigned)x % chunks, src = row0 + r;
         const bool ok = src >= 0 && src < n;
-        dswa_cp_async16(bb_at(tile, r, u), ok ? base + (int64_t)src * sn + u * 8 : base, ok);
+        dswa_cp_async16(bb_at(tile, r, u), ok ? base + (int64_t)src * sn + u * per : base, ok);
     }
 }
 
 /* ---- the two products --------------------------------------------------------------------- */
 
-/* x[t] = the dot products of the warp's 16 rows of a (from row ra) with band rows rb + 8t ..
-   rb + 8t + 7 of b, over the 64 dims: mma C fragments (x[t][e] is row g + 8 (e >> 1), band
-   column 8t + 2c + (e & 1), g = lane / 4, c = lane % 4). */
+/* The mma A fragments of a warp's 16 rows over the 64 dims. 16-bit: ldmatrix from a tile in
+   shared memory (four k-steps of 16). f32: this lane's rows g, g + 8 read from global memory,
+   dims 16x + 4c .. + 3 in f[rr][x], rounded to TF32 (rows outside [0, n) as zeros). */
+template <typename T> struct bb_afrag { uint32_t f[4][4]; };
+template <> struct bb_afrag<float> { uint32_t f[2][16]; };
+
 template <typename T>
-__device__ __forceinline__ void bb_dots(float x[8][4], const T *a, int ra, const T *b, int rb) {
+__device__ __forceinline__ void bb_frag_smem(bb_afrag<T> &af, const T *a, int ra) {
     const int lane = threadIdx.x & 31;
-    uint32_t af[4][4];
 #pragma unroll
-    for (int ks = 0; ks < 4; ks++) ldmatrix_x4(af[ks], bb_at(a, ra + (lane & 15), 2 * ks + (lane >> 4)));
+    for (int ks = 0; ks < 4; ks++) ldmatrix_x4(af.f[ks], bb_at(a, ra + (lane & 15), 2 * ks + (lane >> 4)));
+}
+__device__ __forceinline__ void bb_frag_global(bb_afrag<float> &af, const float *base, int64_t sn, int row0, int n) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+        const int i = row0 + (lane >> 2) + 8 * rr;
+        const float *row = base + (int64_t)(i >= 0 && i < n ? i : 0) * sn + 4 * (lane & 3);
+#pragma unroll
+        for (int x = 0; x < 4; x++) {
+            float4 u = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (i >= 0 && i < n) u = __ldg((const float4 *)(row + 16 * x));
+            af.f[rr][4 * x + 0] = tf32(u.x); af.f[rr][4 * x + 1] = tf32(u.y);
+            af.f[rr][4 * x + 2] = tf32(u.z); af.f[rr][4 * x + 3] = tf32(u.w);
+        }
+    }
+}
+
+/* x[t] = the dot products of the warp's 16 rows (fragments af) with band rows rb + 8t .. rb +
+   8t + 7 of b, over the 64 dims: mma C fragments (x[t][e] is row g + 8 (e >> 1), band column
+   8t + 2c + (e & 1), g = lane / 4, c = lane % 4). */
+template <typename T>
+__device__ __forceinline__ void bb_dots(float x[8][4], const bb_afrag<T> &af, const T *b, int rb) {
+    const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int t = 0; t < 8; t++) {
         x[t][0] = x[t][1] = x[t][2] = x[t][3] = 0.f;
@@ -95,10 +144,38 @@ __device__ __forceinline__ void bb_dots(float x[8][4], const T *a, int ra, const
         for (int hk = 0; hk < 2; hk++) {
             uint32_t bf[4];
             ldmatrix_x4(bf, bb_at(b, rb + 8 * t + (lane & 7), 4 * hk + (lane >> 3)));
-            mma16<T>(x[t], af[2 * hk], bf[0], bf[1]);
-            mma16<T>(x[t], af[2 * hk + 1], bf[2], bf[3]);
+            mma16<T>(x[t], af.f[2 * hk], bf[0], bf[1]);
+            mma16<T>(x[t], af.f[2 * hk + 1], bf[2], bf[3]);
         }
     }
+}
+/* f32: k-step 2x + h takes words 2h, 2h + 1 of chunk 4x + c (a row's dims in the order above). */
+template <>
+__device__ __forceinline__ void bb_dots<float>(float x[8][4], const bb_afrag<float> &af, const float *b, int rb) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int t = 0; t < 8; t++) {
+        x[t][0] = x[t][1] = x[t][2] = x[t][3] = 0.f;
+#pragma unroll
+        for (int xx = 0; xx < 4; xx++) {
+            const float4 bv = *(const float4 *)bb_at(b, rb + 8 * t + (lane >> 2), 4 * xx + (lane & 3));
+            const uint32_t *a0 = af.f[0] + 4 * xx, *a1 = af.f[1] + 4 * xx;
+            mma_tf32(x[t], a0[0], a1[0], a0[1], a1[1], __float_as_uint(bv.x), __float_as_uint(bv.y));
+            mma_tf32(x[t], a0[2], a1[2], a0[3], a1[3], __float_as_uint(bv.z), __float_as_uint(bv.w));
+        }
+    }
+}
+
+/* bb_dots with the warp's own 16 rows of a slice as its left side: from their tile in shared
+   memory (row wrow), or (f32) from global memory, rows row0 + wrow + ... of base with row
+   stride sn. */
+template <typename T>
+__device__ __forceinline__ void bb_dots_own(float x[8][4], const T *tile, const T *base, int64_t sn, int row0,
+                                            int wrow, int n, const T *b) {
+    bb_afrag<T> af;
+    if constexpr (bb_cfg<T>::OWN_IN_SMEM) bb_frag_smem(af, tile, wrow);
+    else bb_frag_global(af, base, sn, row0 + wrow, n);
+    bb_dots(x, af, b, wrow);
 }
 
 /* hi + lo = (a, b) to about 16 significant bits, as two registers of 16-bit pairs. */
@@ -129,6 +206,24 @@ __device__ __forceinline__ void bb_mix(float acc[8][4], const float w[8][4], flo
             mma16<T>(acc[j], lo, bf[0], bf[1]);
             mma16<T>(acc[j + 1], hi, bf[2], bf[3]);
             mma16<T>(acc[j + 1], lo, bf[2], bf[3]);
+        }
+    }
+}
+/* f32, one TF32 term: band tile t is a k-step whose positions c, c + 4 are band columns 2c,
+   2c + 1 (w's own layout, so no shuffles); b's rows 8t + 2c (+ 1) at dims 8j + g. */
+template <>
+__device__ __forceinline__ void bb_mix<float>(float acc[8][4], const float w[8][4], float f, const float *b, int rb) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+#pragma unroll
+    for (int t = 0; t < 8; t++) {
+        const uint32_t a0 = tf32(f * w[t][0]), a1 = tf32(f * w[t][2]);
+        const uint32_t a2 = tf32(f * w[t][1]), a3 = tf32(f * w[t][3]);
+        const int r = rb + 8 * t + 2 * c;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const float b0 = bb_at(b, r, 2 * j + (g >> 2))[g & 3];
+            const float b1 = bb_at(b, r + 1, 2 * j + (g >> 2))[g & 3];
+            mma_tf32(acc[j], a0, a1, a2, a3, __float_as_uint(b0), __float_as_uint(b1));
         }
     }
 }
@@ -169,12 +264,14 @@ __device__ __forceinline__ void bb_store(T *base, int64_t sn, int row0, int n, c
 
 /* ---- the query kernel --------------------------------------------------------------------- */
 
-template <typename T, typename G> __global__ void __launch_bounds__(DSWA_THREADS, 3) dswa_bwd_band_queries(const bwd_args a) {
-    __shared__ __align__(128) T kb[BB_ROWS * BB_DIM], vb[BB_ROWS * BB_DIM];
-    __shared__ __align__(128) T qt[DSWA_TILE * BB_DIM], gt[DSWA_TILE * BB_DIM];
+template <typename T, typename G>
+__global__ void __launch_bounds__(bb_cfg<T>::THREADS, bb_cfg<T>::MIN_BLOCKS) dswa_bwd_band_queries(const bwd_args a) {
+    constexpr int ROWS = bb_cfg<T>::ROWS, BAND = BB_BAND(T);
+    __shared__ __align__(128) T kb[BAND * BB_DIM], vb[BAND * BB_DIM];
+    __shared__ __align__(128) T qt[BB_OWN(T) * BB_DIM], gt[BB_OWN(T) * BB_DIM];
     const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31, c = lane & 3;
-    const int i0 = tile * DSWA_TILE, k0 = i0 - a.wl;   /* the tile's first query, first band key */
+    const int i0 = tile * ROWS, k0 = i0 - a.wl;   /* the tile's first query, first band key */
     const int wrow = 16 * warp;                          /* the warp's rows and band, in the tiles */
     const int clo = -(k0 + wrow), chi = a.n - (k0 + wrow);
     const T *q = bb_slice<const T>(a.q, a.lq, b, h), *k = bb_slice<const T>(a.k, a.lk, b, h);
@@ -184,23 +281,23 @@ template <typename T, typename G> __global__ void __launch_bounds__(DSWA_THREADS
     const float sl2 = a.scale * BB_LOG2E;
     const int span = a.wl + a.wr;
 
-    bb_load(gt, g, a.ldout.seq, i0, DSWA_TILE, a.n);
+    if (bb_cfg<T>::OWN_IN_SMEM) bb_load(gt, g, a.ldout.seq, i0, ROWS, a.n);
     float dpu[8][4];            /* dout . V_p over the band: dP_p = c_p dpu */
     float share[2] = {0.f, 0.f}; /* rows g, g + 8: sum P_1 dpu (dlambda) */
 #pragma unroll
     for (int p = 0; p < 2; p++) {
         const bool new_v = p == 0 || a.lv.pair != 0;
         if (p) __syncthreads();   /* every warp is done with pair 0's tiles */
-        bb_load(qt, q + (int64_t)p * a.lq.pair, a.lq.seq, i0, DSWA_TILE, a.n);
-        bb_load(kb, k + (int64_t)p * a.lk.pair, a.lk.seq, k0, BB_ROWS, a.n);
-        if (new_v) bb_load(vb, v + (int64_t)p * a.lv.pair, a.lv.seq, k0, BB_ROWS, a.n);
+        if (bb_cfg<T>::OWN_IN_SMEM) bb_load(qt, q + (int64_t)p * a.lq.pair, a.lq.seq, i0, ROWS, a.n);
+        bb_load(kb, k + (int64_t)p * a.lk.pair, a.lk.seq, k0, BAND, a.n);
+        if (new_v) bb_load(vb, v + (int64_t)p * a.lv.pair, a.lv.seq, k0, BAND, a.n);
         dswa_cp_async_commit();
         dswa_cp_async_wait<0>();
         __syncthreads();
 
         float s[8][4];
-        bb_dots(s, qt, wrow, kb, wrow);
-        if (new_v) bb_dots(dpu, gt, wrow, vb, wrow);
+        bb_dots_own(s, qt, q + (int64_t)p * a.lq.pair, a.lq.seq, i0, wrow, a.n, kb);
+        if (new_v) bb_dots_own(dpu, gt, g, a.ldout.seq, i0, wrow, a.n, vb);
         /* the exact softmax over the band, in log2 units */
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 #pragma unroll
@@ -264,7 +361,7 @@ template <typename T, typename G> __global__ void __launch_bounds__(DSWA_THREADS
             if (i0 + wrow + (lane >> 2) + 8 * r < a.n) x += (double)share[r];
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-    const int slot = tile * (DSWA_TILE / DSWA_BWD_ROWS) + warp;   /* DSWA_BWD_ROWS == 16 rows */
+    const int slot = tile * (ROWS / DSWA_BWD_ROWS) + warp;   /* DSWA_BWD_ROWS == 16 rows */
     if (lane == 0 && slot < a.tiles) a.partial[((int64_t)b * a.heads + h) * a.tiles + slot] = -x;
 }
 
@@ -272,12 +369,14 @@ template <typename T, typename G> __global__ void __launch_bounds__(DSWA_THREADS
 
 /* 3 blocks per SM (168 registers, a few bytes spilled): 2-3 % faster than the compiler's 174
    registers and 2 blocks (docs/PERF.md section 7). */
-template <typename T, typename G> __global__ void __launch_bounds__(DSWA_THREADS, 3) dswa_bwd_band_keys(const bwd_args a) {
-    __shared__ __align__(128) T qb[BB_ROWS * BB_DIM], gb[BB_ROWS * BB_DIM];
-    __shared__ __align__(128) T kt[DSWA_TILE * BB_DIM], vt[DSWA_TILE * BB_DIM];
-    __shared__ float st[BB_ROWS][3];
+template <typename T, typename G>
+__global__ void __launch_bounds__(bb_cfg<T>::THREADS, bb_cfg<T>::MIN_BLOCKS) dswa_bwd_band_keys(const bwd_args a) {
+    constexpr int ROWS = bb_cfg<T>::ROWS, BAND = BB_BAND(T);
+    __shared__ __align__(128) T qb[BAND * BB_DIM], gb[BAND * BB_DIM];
+    __shared__ __align__(128) T kt[BB_OWN(T) * BB_DIM], vt[BB_OWN(T) * BB_DIM];
+    __shared__ float st[BAND][3];
     const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
-    const int j0 = tile * DSWA_TILE, q0 = j0 - a.wr;   /* the tile's first key, first band query */
+    const int j0 = tile * ROWS, q0 = j0 - a.wr;   /* the tile's first key, first band query */
     const int wrow = 16 * warp;
     const int clo = -(q0 + wrow), chi = a.n - (q0 + wrow);
     const T *q = bb_slice<const T>(a.q, a.lq, b, h), *k = bb_slice<const T>(a.k, a.lk, b, h);
@@ -288,18 +387,20 @@ template <typename T, typename G> __global__ void __launch_bounds__(DSWA_THREADS
     const float sl2 = a.scale * BB_LOG2E;
     const int span = a.wl + a.wr;
 
-    bb_load(gb, g, a.ldout.seq, q0, BB_ROWS, a.n);
+    bb_load(gb, g, a.ldout.seq, q0, BAND, a.n);
     float dpu[8][4];              /* V_p . dout over the band */
     float gv[8][4] = {};          /* dv: pair 0's terms, then pair 1's when summed */
 #pragma unroll
     for (int p = 0; p < 2; p++) {
         const bool new_v = p == 0 || a.lv.pair != 0;
         if (p) __syncthreads();
-        bb_load(qb, q + (int64_t)p * a.lq.pair, a.lq.seq, q0, BB_ROWS, a.n);
-        bb_load(kt, k + (int64_t)p * a.lk.pair, a.lk.seq, j0, DSWA_TILE, a.n);
-        if (new_v) bb_load(vt, v + (int64_t)p * a.lv.pair, a.lv.seq, j0, DSWA_TILE, a.n);
+        bb_load(qb, q + (int64_t)p * a.lq.pair, a.lq.seq, q0, BAND, a.n);
+        if (bb_cfg<T>::OWN_IN_SMEM) {
+            bb_load(kt, k + (int64_t)p * a.lk.pair, a.lk.seq, j0, ROWS, a.n);
+            if (new_v) bb_load(vt, v + (int64_t)p * a.lv.pair, a.lv.seq, j0, ROWS, a.n);
+        }
         dswa_cp_async_commit();
-        for (int x = threadIdx.x; x < BB_ROWS; x += DSWA_THREADS) {
+        for (int x = threadIdx.x; x < BAND; x += bb_cfg<T>::THREADS) {
             const int i = q0 + x;
             const bool ok = i >= 0 && i < a.n;
 #pragma unroll
@@ -309,8 +410,8 @@ template <typename T, typename G> __global__ void __launch_bounds__(DSWA_THREADS
         __syncthreads();
 
         float s[8][4];
-        bb_dots(s, kt, wrow, qb, wrow);
-        if (new_v) bb_dots(dpu, vt, wrow, gb, wrow);
+        bb_dots_own(s, kt, k + (int64_t)p * a.lk.pair, a.lk.seq, j0, wrow, a.n, qb);
+        if (new_v) bb_dots_own(dpu, vt, v + (int64_t)p * a.lv.pair, a.lv.seq, j0, wrow, a.n, gb);
         const float cp = p ? -a.lambda : 1.f;
         const int lane = threadIdx.x & 31;
 #pragma unroll
@@ -341,30 +442,36 @@ template <typename T, typename G> __global__ void __launch_bounds__(DSWA_THREADS
 
 /* ---- the pick and the launch -------------------------------------------------------------- */
 
-static bool rows_aligned(const void *p, const dswa_layout &l, bool with_pair) {
-    return (uintptr_t)p % 16 == 0 && l.dim == 1 && l.seq % 8 == 0 && l.head % 8 == 0 &&
-           l.batch % 8 == 0 && (!with_pair || l.pair % 8 == 0);
+/* Every row of a tensor 16-byte aligned with unit dim stride (per: elements in 16 bytes). */
+static bool rows_aligned(const void *p, const dswa_layout &l, bool with_pair, int per) {
+    return (uintptr_t)p % 16 == 0 && l.dim == 1 && l.seq % per == 0 && l.head % per == 0 &&
+           l.batch % per == 0 && (!with_pair || l.pair % per == 0);
 }
 
 bool dswa_bwd_band_ok(const bwd_args &a, dswa_dtype dtype) {
-    return (dtype == DSWA_F16 || dtype == DSWA_BF16) && a.dim == BB_DIM &&
-           a.wl + a.wr <= DSWA_BAND_MAX_SPAN && rows_aligned(a.q, a.lq, true) &&
-           rows_aligned(a.k, a.lk, true) && rows_aligned(a.v, a.lv, true) &&
-           rows_aligned(a.dout, a.ldout, false) && rows_aligned(a.dq, a.ldq, true) &&
-           rows_aligned(a.dk, a.ldk, true) && rows_aligned(a.dv, a.ldv, true);
+    const bool f32 = dtype == DSWA_F32;
+    if (f32 && a.math == DSWA_MATH_FP32) return false;   /* fp32-accurate: the general kernels */
+    const int in = f32 ? 4 : 8, out = f32 || a.f32_grads ? 4 : 8;
+    return (f32 || dtype == DSWA_F16 || dtype == DSWA_BF16) && a.dim == BB_DIM &&
+           a.wl + a.wr <= DSWA_BAND_MAX_SPAN && rows_aligned(a.q, a.lq, true, in) &&
+           rows_aligned(a.k, a.lk, true, in) && rows_aligned(a.v, a.lv, true, in) &&
+           rows_aligned(a.dout, a.ldout, false, in) && rows_aligned(a.dq, a.ldq, true, out) &&
+           rows_aligned(a.dk, a.ldk, true, out) && rows_aligned(a.dv, a.ldv, true, out);
 }
 
 template <typename T, typename G> static cudaError_t launch(const bwd_args &a, cudaStream_t s) {
-    const dim3 grid((unsigned)((a.n + DSWA_TILE - 1) / DSWA_TILE), (unsigned)a.heads, (unsigned)a.batch);
-    dswa_bwd_band_queries<T, G><<<grid, DSWA_THREADS, 0, s>>>(a);
+    constexpr int ROWS = bb_cfg<T>::ROWS, THREADS = bb_cfg<T>::THREADS;
+    const dim3 grid((unsigned)((a.n + ROWS - 1) / ROWS), (unsigned)a.heads, (unsigned)a.batch);
+    dswa_bwd_band_queries<T, G><<<grid, THREADS, 0, s>>>(a);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    dswa_bwd_band_keys<T, G><<<grid, DSWA_THREADS, 0, s>>>(a);
+    dswa_bwd_band_keys<T, G><<<grid, THREADS, 0, s>>>(a);
     return cudaGetLastError();
 }
 
-/* Entries: each 16-bit type with gradients in that type, or fp32 (a.f32_grads). */
+/* Entries: f32 on TF32; each 16-bit type with gradients in that type, or fp32 (a.f32_grads). */
 cudaError_t dswa_bwd_band_launch(const bwd_args &a, dswa_dtype dtype, cudaStream_t s) {
+    if (dtype == DSWA_F32) return launch<float, float>(a, s);
     if (dtype == DSWA_F16) return a.f32_grads ? launch<__half, float>(a, s) : launch<__half, __half>(a, s);
     return a.f32_grads ? launch<__nv_bfloat16, float>(a, s) : launch<__nv_bfloat16, __nv_bfloat16>(a, s);
 }

@@ -28,7 +28,20 @@ static int64_t span1(const dswa_problem *p, const dswa_layout *l, int pairs) {
    are expected; the bound is the forward's). 16-bit: the gradients are rounded to the dtype
    (half a unit in the last place: 2^-11 f16, 2^-8 bf16, about 0.6 of that as an RMS),
    against a reference evaluated on the same 16-bit inputs. */
-double tu_bwd_tol(dswa_dtype t) { return t == DSWA_F32 ? 1e-5 : t == DSWA_F16 ? 1e-3 : 3e-3; }
+double tu_bwd_tol(dswa_dtype t, dswa_math math) {
+    if (t == DSWA_F32) return tu_bwd_tf32_backend && math != DSWA_MATH_FP32 ? TU_BWD_TOL_TF32 : 1e-5;
+    return t == DSWA_F16 ? 1e-3 : 3e-3;
+}
+
+int tu_bwd_tf32_backend;
+int tu_bwd_passes(void) { return tu_bwd_tf32_backend ? 4 : 3; }
+void tu_bwd_pass(int t, dswa_dtype *dt, dswa_math *math) {
+    *dt = t < 3 ? (dswa_dtype)t : DSWA_F32;
+    *math = t < 3 ? DSWA_MATH_DEFAULT : DSWA_MATH_FP32;
+}
+const char *tu_bwd_label(dswa_dtype dt, dswa_math math) {
+    return dt == DSWA_F32 && tu_bwd_tf32_backend && math == DSWA_MATH_FP32 ? "f32 fp32" : dswa_dtype_name(dt);
+}
 /* dlambda is a float summed in double: its error, against the natural scale of the sum
    (||dout|| * ||A_1||, the Cauchy-Schwarz bound of |dlambda|), is fp32 arithmetic's. */
 
@@ -117,6 +130,7 @@ static void run_case(bcase c) {
     dswa_backward_problem *bp = &c.bp;
     dswa_problem *p = &bp->fwd;
     const dswa_dtype dt = p->dtype;
+    const char *dtn = tu_bwd_label(dt, p->math);
     const int64_t HD = (int64_t)p->heads * p->head_dim;
     const int64_t packed_span = (int64_t)p->batch * p->seq_len * 5 * HD;
     void *in = NULL, *q, *k, *v;
@@ -174,7 +188,7 @@ static void run_case(bcase c) {
     reg[nreg++] = (tu_region){&dl, sizeof dl};
     const dswa_status s = backward(bp, q, k, v, dout, g[0], g[1], g[2], c.want_dlambda ? &dl : NULL,
                                    reg, nreg);
-    CHECK(s == DSWA_OK, "%s (%s, %s): status %d: %s", c.name, backend_name, dswa_dtype_name(dt), (int)s,
+    CHECK(s == DSWA_OK, "%s (%s, %s): status %d: %s", c.name, backend_name, dtn, (int)s,
           dswa_last_error());
     int64_t un = 0, cl = 0;
     for (int t = 0; t < nbuf; t++) {
@@ -183,9 +197,9 @@ static void run_case(bcase c) {
         un += u1;
         cl += c1;
     }
-    CHECK(un == 0, "%s (%s): %lld gradient elements were not written", c.name, dswa_dtype_name(dt), (long long)un);
+    CHECK(un == 0, "%s (%s): %lld gradient elements were not written", c.name, dtn, (long long)un);
     CHECK(cl == 0, "%s (%s): %lld elements outside the gradient views were modified", c.name,
-          dswa_dtype_name(dt), (long long)cl);
+          dtn, (long long)cl);
     CHECK(c.want_dlambda ? !tu_is_poison(&dl, 0, DSWA_F32) && isfinite(dl) : tu_is_poison(&dl, 0, DSWA_F32),
           "%s: dlambda %s", c.name, c.want_dlambda ? "not written" : "written though not asked for");
 
@@ -201,8 +215,8 @@ static void run_case(bcase c) {
     double err[3], norm[3];
     for (int t = 0; t < 3; t++) {
         err[t] = grad_err(p, views[t].l, t == 2 ? tu_bwd_dv_pairs(bp) : 2, g[t], ref[t], &norm[t]);
-        CHECK(err[t] <= tu_bwd_tol(dt), "%s (%s): %s relative error %.3e > %.0e", c.name,
-              dswa_dtype_name(dt), gn[t], err[t], tu_bwd_tol(dt));
+        CHECK(err[t] <= tu_bwd_tol(dt, p->math), "%s (%s): %s relative error %.3e > %.0e", c.name,
+              dtn, gn[t], err[t], tu_bwd_tol(dt, p->math));
     }
     /* dv is never 0 (P > 0); dq and dk are exactly 0 only with one key per window */
     CHECK(norm[2] > 0, "%s: the reference dv is 0: the comparison would be vacuous", c.name);
@@ -213,9 +227,9 @@ static void run_case(bcase c) {
     const double dl_err = c.want_dlambda ? fabs((double)dl - rdl) / bound : 0;
     if (c.want_dlambda)
         CHECK(dl_err <= TU_BWD_TOL_DLAMBDA, "%s (%s): dlambda %.9g, reference %.9g: error %.2e of the "
-              "bound %.3g", c.name, dswa_dtype_name(dt), (double)dl, rdl, dl_err, bound);
+              "bound %.3g", c.name, dtn, (double)dl, rdl, dl_err, bound);
     printf("  %-40s %-4s B=%d N=%d H=%d D=%d W=%d/%d  dq %.1e dk %.1e dv %.1e", c.name,
-           dswa_dtype_name(dt), p->batch, p->seq_len, p->heads, p->head_dim, p->window_left,
+           dtn, p->batch, p->seq_len, p->heads, p->head_dim, p->window_left,
            p->window_right, err[0], err[1], err[2]);
     if (c.want_dlambda) printf(" dlambda %.1e", dl_err);
     printf("\n");
@@ -227,10 +241,13 @@ static void run_case(bcase c) {
     tu_free(dout);
 }
 
+static dswa_math pass_math;   /* the pass's math (tu_bwd_pass), for make */
+
 static bcase make(const char *name, int B, int N, int H, int D, int wl, int wr, dswa_dtype dt) {
     dswa_problem f = dswa_problem_default(B, N, H, D, wl);
     f.window_right = wr;
     f.dtype = dt;
+    f.math = pass_math;
     f.lambda = 0.6f;
     bcase c = {name, dswa_backward_problem_default(&f), 0, 0, 1};
     return c;
@@ -251,8 +268,9 @@ int tu_backward_cases(tu_backward_fn run, const char *name, tu_rng *r) {
     rng = r;
     const int failures = tu_failures;
     printf("%s backward against the float64 reference\n", name);
-    for (int t = 0; t < 3; t++) {
-        const dswa_dtype dt = (dswa_dtype)t;
+    for (int t = 0; t < tu_bwd_passes(); t++) {
+        dswa_dtype dt;
+        tu_bwd_pass(t, &dt, &pass_math);
         bcase c = make("B=2, odd N=37, asymmetric 5/9", 2, 37, 3, 32, 5, 9, dt);
         run_case(c);
         c.want_dlambda = 0;
@@ -324,5 +342,7 @@ int tu_backward_cases(tu_backward_fn run, const char *name, tu_rng *r) {
         c = make("dout broadcast (dout.seq = 0)", 2, 19, 2, 8, 4, 3, dt);
         c.bp.dout.seq = 0;
         run_case(c);
-    }    return tu_failures - failures;
+    }
+    pass_math = DSWA_MATH_DEFAULT;
+    return tu_failures - failures;
 }

@@ -11,9 +11,23 @@
 #include "dswa.h"
 #include "testutil.h"
 
+/* Set by the test of a backend that runs f32 on TF32 where the problem's math allows it
+   (DSWA_MATH_DEFAULT or DSWA_MATH_TF32; the CUDA backend's tensor-core backward): its f32 cases
+   then run twice, with the default math (TF32's tolerance) and with DSWA_MATH_FP32 (fp32's).
+   The CPU backend computes fp32 whatever the math. */
+extern int tu_bwd_tf32_backend;
+/* The passes over the cases: pass t < 3 is dtype t with the default math; pass 3 (on a TF32
+   backend only) f32 with DSWA_MATH_FP32. */
+int tu_bwd_passes(void);
+void tu_bwd_pass(int t, dswa_dtype *dt, dswa_math *math);
+/* "f32", "f16", "bf16", or "f32 fp32" for f32 asked to be fp32-accurate on a TF32 backend. */
+const char *tu_bwd_label(dswa_dtype dt, dswa_math math);
 /* Relative Frobenius tolerance per gradient: f32 1e-5 (plain fp32 arithmetic: errors about
-   1e-7 to 1e-6 are expected), f16 1e-3, bf16 3e-3 (the gradients' own rounding). */
-double tu_bwd_tol(dswa_dtype t);
+   1e-7 to 1e-6 are expected), on TF32 TU_BWD_TOL_TF32 (inputs and weights rounded to 11
+   significant bits, as the forward's TF32); f16 1e-3, bf16 3e-3 (the gradients' own
+   rounding). */
+#define TU_BWD_TOL_TF32 5e-3
+double tu_bwd_tol(dswa_dtype t, dswa_math math);
 /* dlambda's error against ||dout|| * ||A_1||, the Cauchy-Schwarz bound of |dlambda|. */
 #define TU_BWD_TOL_DLAMBDA 1e-6
 

@@ -27,8 +27,8 @@ static tu_rng *rng;
    the forward's test), each such element off by a unit, which moves the gradients of its
    whole window: the norms' gradients, fp32 sums of fp32 terms, are otherwise as accurate as
    f32's, but one such element can cost them some 5e-4 (bf16). */
-double tu_sbwd_tol_dx(dswa_dtype t) { return t == DSWA_F32 ? 1e-5 : t == DSWA_F16 ? 1e-3 : 3e-3; }
-double tu_sbwd_tol_norm(dswa_dtype t) { return t == DSWA_F32 ? 1e-5 : tu_sbwd_tol_dx(t); }
+double tu_sbwd_tol_dx(dswa_dtype t, dswa_math math) { return tu_bwd_tol(t, math); }
+double tu_sbwd_tol_norm(dswa_dtype t, dswa_math math) { return tu_bwd_tol(t, math); }
 
 /* ---- layouts and buffers ---------------------------------------------------------------- */
 
@@ -96,6 +96,8 @@ dswa_samel_norm_grads tu_sbwd_grads_in(float *buf, int D) {
 /* ---- against the reference --------------------------------------------------------------- */
 
 
+static dswa_math pass_math;   /* the pass's math (tu_bwd_pass), for tu_sbwd_make */
+
 tu_sbwd_case tu_sbwd_make(tu_rng *r, const char *name, int B, int N, int H, int D, int wl,
                           int wr, int rot, dswa_dtype dt) {
     tu_sbwd_case c;
@@ -111,6 +113,7 @@ tu_sbwd_case tu_sbwd_make(tu_rng *r, const char *name, int B, int N, int H, int 
     p.scale = (float)(1.0 / sqrt((double)D));
     p.lambda = 0.6f;
     p.dtype = dt;
+    p.math = pass_math;
     p.q_norm.alpha = (float)(0.5 + tu_rng_uniform(r));
     p.k_norm.alpha = -(float)(0.5 + tu_rng_uniform(r));   /* a negative alpha */
     c.name = name;
@@ -181,7 +184,7 @@ static void run_case(tu_sbwd_case c) {
     dswa_samel_problem *p = &bp->fwd;
     const dswa_dtype dt = p->dtype;
     const int64_t B = p->batch, N = p->seq_len, H = p->heads, D = p->head_dim;
-    const char *dtn = dswa_dtype_name(dt);
+    const char *dtn = tu_bwd_label(dt, c.bp.fwd.math);
 
     int64_t x_origin = 0;
     if (c.x_slice) {
@@ -242,8 +245,8 @@ static void run_case(tu_sbwd_case c) {
         double norm;
         err[ch] = chunk_err(bp, o.out, ref, ch, &norm);
         const float alpha = ch == 2 ? 1.0f : (ch == 1 || ch == 4) ? p->k_norm.alpha : p->q_norm.alpha;
-        CHECK(err[ch] <= tu_sbwd_tol_dx(dt), "%s (%s): d%s relative error %.3e > %.0e", c.name, dtn,
-              cn[ch], err[ch], tu_sbwd_tol_dx(dt));
+        CHECK(err[ch] <= tu_sbwd_tol_dx(dt, c.bp.fwd.math), "%s (%s): d%s relative error %.3e > %.0e", c.name, dtn,
+              cn[ch], err[ch], tu_sbwd_tol_dx(dt, c.bp.fwd.math));
         /* a chunk's gradient is 0 only with an alpha of 0 or one key per window (then it is
            compared exactly) */
         CHECK((ch != 2 && (alpha == 0.0f || one_key)) || norm > 0,
@@ -258,8 +261,8 @@ static void run_case(tu_sbwd_case c) {
         for (int k = 0; k < 3; k++) {
             const int64_t e0 = n * (1 + 2 * D) + at3[k];
             const double e = norm_err((const float *)go.out + e0, rn + e0, rs + e0, (int)len3[k]);
-            CHECK(e <= tu_sbwd_tol_norm(dt), "%s (%s): %s.%s error %.3e > %.0e (of its terms' scale)",
-                  c.name, dtn, nn_name, part[k], e, tu_sbwd_tol_norm(dt));
+            CHECK(e <= tu_sbwd_tol_norm(dt, c.bp.fwd.math), "%s (%s): %s.%s error %.3e > %.0e (of its terms' scale)",
+                  c.name, dtn, nn_name, part[k], e, tu_sbwd_tol_norm(dt, c.bp.fwd.math));
             worst_norm = fmax(worst_norm, e);
         }
         CHECK(one_key || rs[n * (1 + 2 * D)] > 0, "%s: %s's dalpha has no terms: a vacuous "
@@ -298,8 +301,9 @@ int tu_samel_backward_cases(tu_samel_backward_fn run, const char *name, tu_rng *
     rng = r;
     const int failures = tu_failures;
     printf("%s backward against the float64 reference\n", name);
-    for (int t = 0; t < 3; t++) {
-        const dswa_dtype dt = (dswa_dtype)t;
+    for (int t = 0; t < tu_bwd_passes(); t++) {
+        dswa_dtype dt;
+        tu_bwd_pass(t, &dt, &pass_math);
         run_case(tu_sbwd_make(rng, "B=2, odd N=37, windows 5/9, rot 16", 2, 37, 2, 32, 5, 9, 16, dt));
         tu_sbwd_case c = tu_sbwd_make(rng, "the same, g NULL", 2, 37, 2, 32, 5, 9, 16, dt);
         c.with_g = 0;
@@ -342,5 +346,6 @@ int tu_samel_backward_cases(tu_samel_backward_fn run, const char *name, tu_rng *
         c.dx_pad = 1;
         run_case(c);
     }
+    pass_math = DSWA_MATH_DEFAULT;
     return tu_failures - failures;
 }
