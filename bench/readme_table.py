@@ -414,8 +414,8 @@ def backward_table(bench, commit):
         + ("The fused SAME-L block's backward" if samel else "The op's backward")
         + f": B = {shape.get('batch', 1)}, H = {shape.get('heads', '?')}, D = "
         f"{shape.get('head_dim', '?')}, window {shape.get('window_left', '?')} left / "
-        f"{shape.get('window_right', '?')} right, N = 17 L; the forward's f32 math `{math}` "
-        "(the backward's arithmetic is fp32 for every dtype).",
+        f"{shape.get('window_right', '?')} right, N = 17 L; f32 math `{math}` (the default: "
+        "TF32 tensor cores where the band applies; 16-bit: fp32 arithmetic, rounded at the store).",
         "",
         f"**bwd**: time per backward call, the median of {bench.get('repeats', '?')} replays of "
         f"a CUDA graph of {bench.get('graph_calls', '?')} back-to-back calls (random dout, the "

@@ -197,8 +197,10 @@ size_t dswa_backward_workspace_bytes(const dswa_backward_problem *p);
    DSWA_ERR_MISALIGNED), then head_dim <= 64, seq_len <= 2^30 and batch, heads <= 65535
    (DSWA_ERR_UNSUPPORTED) and element-aligned pointers (DSWA_ERR_MISALIGNED); any layout the
    CPU backward takes otherwise (int64 strides). On any refusal nothing has been written.
-   Arithmetic: f32 in fp32 FMA, whatever p->fwd.math says (no TF32): gradients within about
-   1e-6 of the exact ones, relative. 16-bit: fp32 arithmetic, rounded once at the store; where
+   Arithmetic: f32 with DSWA_MATH_FP32, or outside the band below: fp32 FMA, gradients within
+   about 1e-6 of the exact ones, relative; f32 with DSWA_MATH_DEFAULT or DSWA_MATH_TF32 where the
+   band applies: TF32 tensor cores with fp32 accumulation, as the forward's TF32 (about 1e-3,
+   relative). 16-bit: fp32 arithmetic, rounded once at the store; where
    the forward's band kernel applies (head_dim 64, window_left + window_right <= 48, rows
    16-byte aligned with unit dim stride) the products run on tensor cores with fp32
    accumulation, the softmax weights and dS entering them as two 16-bit terms (about 16
@@ -402,9 +404,9 @@ size_t dswa_samel_backward_workspace_bytes(const dswa_samel_backward_problem *p)
    256-byte aligned, as dswa_backward_cuda's), then
    head_dim <= 64, seq_len <= 2^30 and batch, heads <= 65535 (DSWA_ERR_UNSUPPORTED) and pointers
    aligned to their elements (DSWA_ERR_MISALIGNED); any layout the CPU backward takes otherwise.
-   Arithmetic: fp32 (tanh fp32-accurate, as the forward's fp32 math computes it) whatever
-   p->fwd.math says, 16-bit gradients rounded once, when dqkv is stored; the norms' sums in
-   double. Deterministic as the CPU backward: bitwise the same on every run (no floating-point
+   Arithmetic: fp32 (tanh fp32-accurate, as the forward's fp32 math computes it), 16-bit
+   gradients rounded once, when dqkv is stored; the norms' sums in double; the op's products as
+   dswa_backward_cuda computes them (f32: on TF32 unless p->fwd.math is DSWA_MATH_FP32). Deterministic as the CPU backward: bitwise the same on every run (no floating-point
    atomics; the norms' sums in a fixed order). An empty problem writes g's gradients as 0 only
    (when g is not NULL). On any refusal nothing has been written. */
 dswa_status dswa_samel_backward_cuda(const dswa_samel_backward_problem *p, const void *qkv,

@@ -8,8 +8,9 @@
  *     rounded to the dtype, RoPE in fp32, rounded again) into r_q, r_k, with V and dout: in the
  *     dtype where the op's tensor-core backward takes the problem (exact: r is already rounded
  *     to it), else widened to fp32, so every later step reads dense rows.
- *  2. The op's CUDA backward on that scratch: the tensor-core kernels with fp32 gradients
- *     (dswa_cuda_backward_f32_grads), else the general fp32 kernels (dswa_cuda_backward_launch);
+ *  2. The op's CUDA backward on that scratch: 16-bit, the tensor-core kernels with fp32
+ *     gradients (dswa_cuda_backward_f32_grads); else dswa_cuda_backward_launch's pick (f32: the
+ *     tensor-core kernels on TF32 unless the math is DSWA_MATH_FP32, or the general ones);
  *     pairs (q, q_diff) and (k, k_diff), V shared by both with dv.pair == 0 (the summed dV:
  *     chunk 2's gradient), its own table workspace a piece of ours. A 16-bit problem's
  *     gradients are therefore rounded once, when dqkv is stored.
