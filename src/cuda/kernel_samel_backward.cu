@@ -5,9 +5,10 @@
  * caller's stream:
  *  1. dswa_samel_bwd_prologue: the forward's DyT + RoPE of q, k, q_diff and k_diff recomputed
  *     with the forward's device functions (cuda/samel.cuh) and roundings (16-bit: DyT's result
- *     rounded to the dtype, RoPE in fp32, rounded again) into r_q, r_k, with V and dout: in the
- *     dtype where the op's tensor-core backward takes the problem (exact: r is already rounded
- *     to it), else widened to fp32, so every later step reads dense rows.
+ *     rounded to the dtype, RoPE in fp32, rounded again) into r_q, r_k: in the dtype where the
+ *     op's tensor-core backward takes the problem (exact: r is already rounded to it), else
+ *     widened to fp32. V and dout are read in place by the op where it can (f32; 16-bit rows
+ *     the tensor-core kernels take), else copied beside r (copy_vg).
  *  2. The op's CUDA backward on that scratch: 16-bit, the tensor-core kernels with fp32
  *     gradients (dswa_cuda_backward_f32_grads); else dswa_cuda_backward_launch's pick (f32: the
  *     tensor-core kernels on TF32 unless the math is DSWA_MATH_FP32, or the general ones);
@@ -52,6 +53,8 @@ struct sbwd_args {
                                           fp32, or the dtype where the op's tensor-core
                                           backward takes the problem (exact: r is rounded to
                                           the dtype, as the forward rounds it) */
+    int copy_vg;                       /* V and dout copied to v, go; 0: the op reads them
+                                          where they are */
     const float *drq, *drk, *dv;       /* step 2's gradients, the same shapes */
     double *partial;                   /* [B][H][tiles][DSWA_SAMEL_BWD_PARTS(D)]; NULL: no g */
     dswa_samel_layout x, dx;
@@ -158,8 +161,8 @@ template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS
             const bool in = d < a.dim;
 #pragma unroll
             for (int t = 0; t < 4; t++) xv[t][k] = in ? chunk_at(a, xr, t, d) : 0.f;
-            vv[k] = in ? dswa_to_f32(xr[2 * a.x.chunk + d * a.x.dim]) : 0.f;
-            gv[k] = in ? dswa_to_f32(gr[d * a.ldout.dim]) : 0.f;
+            vv[k] = in && a.copy_vg ? dswa_to_f32(xr[2 * a.x.chunk + d * a.x.dim]) : 0.f;
+            gv[k] = in && a.copy_vg ? dswa_to_f32(gr[d * a.ldout.dim]) : 0.f;
         }
         float cs[2], sn[2];
         lane_angles(l, lane, a.rot_dims, (float)((int64_t)a.pos_offset + i), cs, sn);
@@ -181,6 +184,7 @@ template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS
                 if (d < a.dim) dst[d] = dswa_from_f32<S>(d < 2 * c ? samel_round<T>(r) : r);
             }
         }
+        if (!a.copy_vg) continue;
         const int64_t o = one_row(a, b, i, h);
 #pragma unroll
         for (int k = 0; k < 2; k++) {
@@ -397,12 +401,25 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
     a.tiles = (p->seq_len + DSWA_BWD_ROWS - 1) / DSWA_BWD_ROWS;
 
     /* The op on the scratch, dense, as the CPU backward hands it to the op: fp32, or where the
-       op's tensor-core backward takes it, 16-bit inputs with fp32 gradients */
+       op's tensor-core backward takes it, 16-bit inputs with fp32 gradients. V (chunk 2) and
+       dout are read where they are when the op can take them so (f32: always, the general
+       kernels take any strides; 16-bit: where the tensor-core kernels take their rows), else
+       copied by the prologue. */
     const dswa_backward_problem ob = dswa_samel_scratch_backward_problem(p);
-    dswa_backward_problem ob16 = ob;
+    dswa_backward_problem ob16 = ob, in = ob, in16;
     ob16.fwd.dtype = p->dtype;
-    const bool band = e->prologue16 && dswa_cuda_backward_band_takes(&ob16, a.rq, a.rk, a.v, a.go,
-                                                                       a.drq, a.drk, a.dv);
+    in.fwd.v = (dswa_layout){p->qkv.batch, p->qkv.seq, 0, p->qkv.head, p->qkv.dim};
+    in.dout = bp->dout;
+    in16 = in;
+    in16.fwd.dtype = p->dtype;
+    const void *v_in = (const char *)qkv + 2 * p->qkv.chunk * (int64_t)es;
+    bool band = false, in_place = p->dtype == DSWA_F32;
+    if (e->prologue16) {
+        in_place = dswa_cuda_backward_band_takes(&in16, a.rq, a.rk, v_in, dout, a.drq, a.drk, a.dv);
+        band = in_place || dswa_cuda_backward_band_takes(&ob16, a.rq, a.rk, a.v, a.go, a.drq, a.drk, a.dv);
+    }
+    a.copy_vg = !in_place;
+    const void *op_v = in_place ? v_in : a.v, *op_dout = in_place ? dout : a.go;
 
     const dim3 grid((unsigned)a.tiles, (unsigned)p->heads, (unsigned)p->batch);
     void *args[1] = {&a};
@@ -410,9 +427,9 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
     if ((st = launched("launch of the SAME-L backward's prologue",
                        cudaLaunchKernel(band ? e->prologue16 : e->prologue, grid, dim3(DSWA_THREADS),
                                         args, 0, s))) ||
-        (st = band ? dswa_cuda_backward_f32_grads(&ob16, a.rq, a.rk, a.v, a.go, (float *)a.drq,
-                                                  (float *)a.drk, (float *)a.dv, ws + w.op, s)
-                   : dswa_cuda_backward_launch(&ob, a.rq, a.rk, a.v, a.go, (void *)a.drq,
+        (st = band ? dswa_cuda_backward_f32_grads(in_place ? &in16 : &ob16, a.rq, a.rk, op_v, op_dout,
+                                                  (float *)a.drq, (float *)a.drk, (float *)a.dv, ws + w.op, s)
+                   : dswa_cuda_backward_launch(in_place ? &in : &ob, a.rq, a.rk, op_v, op_dout, (void *)a.drq,
                                                (void *)a.drk, (void *)a.dv, NULL, ws + w.op, stream)) ||
         (st = launched("launch of the SAME-L backward's epilogue",
                        cudaLaunchKernel(e->epilogue, grid, dim3(DSWA_THREADS), args, 0, s))))
