@@ -90,14 +90,27 @@ __device__ __forceinline__ P *bb_slice(const void *base, const dswa_layout &l, i
 }
 
 /* Rows row0 .. row0 + rows - 1 of a slice with row stride sn into tile, asynchronously; rows
-   outside [0, n) as zeros. */
+   outside [0, n) as zeros. A thread keeps one chunk column u and walks rows in sequences whose
+   step is the swizzle's period (8 rows) or a multiple of it, so that along a sequence its shared
+   and global addresses advance by constants, as the forward's band loads do (recomputing them
+   per chunk was a quarter of the kernels' integer work). 16-bit: one sequence of step 16; f32
+   (16 chunks a row, 64 threads): two of step 8. */
 template <typename T>
 __device__ __forceinline__ void bb_load(T *tile, const T *base, int64_t sn, int row0, int rows, int n) {
-    constexpr int per = 16 / (int)sizeof(T), chunks = BB_DIM / per;
-    for (int x = threadIdx.x; x < rows * chunks; x += bb_cfg<T>::THREADS) {
-        const int r = (unsigned)x / chunks, u = (unsigned)x % chunks, src = row0 + r;
-        const bool ok = src >= 0 && src < n;
-        dswa_cp_async16(bb_at(tile, r, u), ok ? base + (int64_t)src * sn + u * per : base, ok);
+    constexpr int per = 16 / (int)sizeof(T), chunks = BB_DIM / per, step = bb_cfg<T>::THREADS / chunks;
+    constexpr int seqs = step % 8 == 0 ? 1 : 8 / step, stride = step * seqs;
+    static_assert(step % 8 == 0 || 8 % step == 0, "a sequence's rows share the swizzle");
+    const int u = threadIdx.x % chunks, r0 = threadIdx.x / chunks;
+#pragma unroll
+    for (int q = 0; q < seqs; q++) {
+        const int rs = r0 + q * step;
+        T *dst = bb_at(tile, rs, u);
+        const T *src = base + (int64_t)(row0 + rs) * sn + u * per;
+#pragma unroll
+        for (int r = rs; r < rows; r += stride, dst += stride * BB_DIM, src += stride * sn) {
+            const bool ok = row0 + r >= 0 && row0 + r < n;
+            dswa_cp_async16(dst, ok ? src : base, ok);
+        }
     }
 }
 
@@ -374,7 +387,7 @@ __global__ void __launch_bounds__(bb_cfg<T>::THREADS, bb_cfg<T>::MIN_BLOCKS) dsw
     constexpr int ROWS = bb_cfg<T>::ROWS, BAND = BB_BAND(T);
     __shared__ __align__(128) T qb[BAND * BB_DIM], gb[BAND * BB_DIM];
     __shared__ __align__(128) T kt[BB_OWN(T) * BB_DIM], vt[BB_OWN(T) * BB_DIM];
-    __shared__ float st[BAND][3];
+    __shared__ float4 st[BAND];   /* per band query: (max, 1/sum, delta, -): one 16-byte load */
     const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
     const int j0 = tile * ROWS, q0 = j0 - a.wr;   /* the tile's first key, first band query */
     const int wrow = 16 * warp;
@@ -404,7 +417,7 @@ __global__ void __launch_bounds__(bb_cfg<T>::THREADS, bb_cfg<T>::MIN_BLOCKS) dsw
             const int i = q0 + x;
             const bool ok = i >= 0 && i < a.n;
 #pragma unroll
-            for (int t = 0; t < 3; t++) st[x][t] = ok ? table[(int64_t)i * 6 + 3 * p + t] : 0.f;
+            for (int t = 0; t < 3; t++) (&st[x].x)[t] = ok ? table[(int64_t)i * 6 + 3 * p + t] : 0.f;
         }
         dswa_cp_async_wait<0>();
         __syncthreads();
@@ -418,8 +431,8 @@ __global__ void __launch_bounds__(bb_cfg<T>::THREADS, bb_cfg<T>::MIN_BLOCKS) dsw
         for (int t = 0; t < 8; t++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const float *sc = st[wrow + 8 * t + 2 * (lane & 3) + (e & 1)];
-                s[t][e] = bb_valid(t, e, span, clo, chi) ? dswa_exp2(s[t][e] * sl2 - sc[0]) * sc[1] : 0.f;
+                const float4 sc = st[wrow + 8 * t + 2 * (lane & 3) + (e & 1)];
+                s[t][e] = bb_valid(t, e, span, clo, chi) ? dswa_exp2(s[t][e] * sl2 - sc.x) * sc.y : 0.f;
             }
         if (!a.sum_dv && p) {
 #pragma unroll
@@ -431,8 +444,8 @@ __global__ void __launch_bounds__(bb_cfg<T>::THREADS, bb_cfg<T>::MIN_BLOCKS) dsw
         for (int t = 0; t < 8; t++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const float *sc = st[wrow + 8 * t + 2 * (lane & 3) + (e & 1)];
-                s[t][e] *= fmaf(cp, dpu[t][e], -sc[2]);
+                const float4 sc = st[wrow + 8 * t + 2 * (lane & 3) + (e & 1)];
+                s[t][e] *= fmaf(cp, dpu[t][e], -sc.z);
             }
         float acc[8][4] = {};
         bb_mix(acc, s, 1.f, qb, wrow);
