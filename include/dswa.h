@@ -197,10 +197,10 @@ size_t dswa_backward_workspace_bytes(const dswa_backward_problem *p);
    DSWA_ERR_MISALIGNED), then head_dim <= 64, seq_len <= 2^30 and batch, heads <= 65535
    (DSWA_ERR_UNSUPPORTED) and element-aligned pointers (DSWA_ERR_MISALIGNED); any layout the
    CPU backward takes otherwise (int64 strides). On any refusal nothing has been written.
-   Arithmetic: f32 with DSWA_MATH_FP32, or outside the band below: fp32 FMA, gradients within
-   about 1e-6 of the exact ones, relative; f32 with DSWA_MATH_DEFAULT or DSWA_MATH_TF32 where the
-   band applies: TF32 tensor cores with fp32 accumulation, as the forward's TF32 (about 1e-3,
-   relative). 16-bit: fp32 arithmetic, rounded once at the store; where
+   Arithmetic: f32 where the band below applies: tensor cores with fp32 accumulation, on TF32
+   for DSWA_MATH_DEFAULT and DSWA_MATH_TF32 (as the forward's TF32: about 1e-3, relative), as
+   three TF32 products each for DSWA_MATH_FP32 (fp32-accurate, as the forward's); elsewhere
+   fp32 FMA: gradients within about 1e-6 of the exact ones, relative. 16-bit: fp32 arithmetic, rounded once at the store; where
    the forward's band kernel applies (head_dim 64, window_left + window_right <= 48, rows
    16-byte aligned with unit dim stride) the products run on tensor cores with fp32
    accumulation, the softmax weights and dS entering them as two 16-bit terms (about 16

@@ -23,12 +23,12 @@ struct bwd_args {
     dswa_layout lq, lk, lv, ldout, ldq, ldk, ldv;
     int batch, n, heads, dim, wl, wr, tiles, sum_dv;
     int f32_grads;     /* dq, dk, dv are fp32 (the tensor-core family only; see below) */
-    dswa_math math;    /* the problem's: f32 takes the tensor-core family unless DSWA_MATH_FP32 */
+    dswa_math math;    /* the problem's: f32 on TF32, or three TF32 products for DSWA_MATH_FP32 */
     float scale, lambda;
 };
 
-/* Whether the tensor-core family (kernel_backward_band.cu) takes the problem: 16-bit, or f32
-   without DSWA_MATH_FP32 (TF32), head_dim 64, window_left + window_right <= DSWA_BAND_MAX_SPAN (as clamped in *a), every row of every
+/* Whether the tensor-core family (kernel_backward_band.cu) takes the problem: any dtype (f32
+   on TF32), head_dim 64, window_left + window_right <= DSWA_BAND_MAX_SPAN (as clamped in *a), every row of every
    tensor 16-byte aligned with unit dim stride. Everything else goes to the general kernels. */
 bool dswa_bwd_band_ok(const bwd_args &a, dswa_dtype dtype);
 /* Launches the family's query and key kernels for a (dswa_bwd_band_ok); grid (ceil(N / 64), H, B). */

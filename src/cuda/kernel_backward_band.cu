@@ -1,6 +1,6 @@
 /* The op's backward on tensor cores, for the problems the forward's band kernel takes (SAME-L's
  * among them): head_dim 64, window_left + window_right <= 48, rows 16-byte aligned with unit
- * dim stride, 16-bit, or f32 unless fp32-accurate math is asked for (dswa_bwd_band_ok). The
+ * dim stride, any dtype (dswa_bwd_band_ok). The
  * math is in include/dswa.h, the plan and the determinism rule in docs/BACKWARD.md; everything
  * else goes to kernel_backward.cu's general kernels, which the launcher there picks between.
  *
@@ -37,9 +37,11 @@
  *    The mma accumulates in fp32.
  *  - f32 runs on TF32 (m16n8k8), the forward's default math and error (about 1e-3 relative):
  *    register operands rounded (cvt.rna), shared-memory operands as raw bits, as the forward
- *    does. A 64-row f32 block would need 56 KB of bands; 32 rows (two warps) keep both bands in
- *    41 KB, and the block's own rows, read once per pair, go from global memory straight into
- *    mma fragments instead of through shared memory. Fragments take the 64 dims in an order of
+ *    does; DSWA_MATH_FP32 splits every product in three TF32 ones (split_hi, split_lo), as the
+ *    forward's fp32 math does (the template parameter FP32). A 64-row f32 block would need 56 KB
+ *    of bands; 32 rows (two warps) keep both bands in 41 KB, and the block's own rows, read
+ *    once per pair, go from global memory straight into mma fragments instead of through
+ *    shared memory. Fragments take the 64 dims in an order of
  *    the kernel's choosing (a dot product does not care): lane quad c holds dims 16x + 4c ..
  *    16x + 4c + 3 of a row, one 16-byte load per x, and reads the band rows at the same
  *    chunks (swizzled as the forward's f32 tiles, dswa_swz<float>: no bank conflicts).
@@ -118,7 +120,8 @@ __device__ __forceinline__ void bb_load(T *tile, const T *base, int64_t sn, int 
 
 /* The mma A fragments of a warp's 16 rows over the 64 dims. 16-bit: ldmatrix from a tile in
    shared memory (four k-steps of 16). f32: this lane's rows g, g + 8 read from global memory,
-   dims 16x + 4c .. + 3 in f[rr][x], rounded to TF32 (rows outside [0, n) as zeros). */
+   dims 16x + 4c .. + 3 in f[rr][4x ..], rounded to TF32, or raw for FP32 (three TF32 products,
+   split at use); rows outside [0, n) as zeros. */
 template <typename T> struct bb_afrag { uint32_t f[4][4]; };
 template <> struct bb_afrag<float> { uint32_t f[2][16]; };
 
@@ -128,6 +131,7 @@ __device__ __forceinline__ void bb_frag_smem(bb_afrag<T> &af, const T *a, int ra
 #pragma unroll
     for (int ks = 0; ks < 4; ks++) ldmatrix_x4(af.f[ks], bb_at(a, ra + (lane & 15), 2 * ks + (lane >> 4)));
 }
+template <int FP32>
 __device__ __forceinline__ void bb_frag_global(bb_afrag<float> &af, const float *base, int64_t sn, int row0, int n) {
     const int lane = threadIdx.x & 31;
 #pragma unroll
@@ -138,8 +142,9 @@ __device__ __forceinline__ void bb_frag_global(bb_afrag<float> &af, const float 
         for (int x = 0; x < 4; x++) {
             float4 u = make_float4(0.f, 0.f, 0.f, 0.f);
             if (i >= 0 && i < n) u = __ldg((const float4 *)(row + 16 * x));
-            af.f[rr][4 * x + 0] = tf32(u.x); af.f[rr][4 * x + 1] = tf32(u.y);
-            af.f[rr][4 * x + 2] = tf32(u.z); af.f[rr][4 * x + 3] = tf32(u.w);
+            const float e[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+            for (int w = 0; w < 4; w++) af.f[rr][4 * x + w] = FP32 ? __float_as_uint(e[w]) : tf32(e[w]);
         }
     }
 }
@@ -162,19 +167,35 @@ __device__ __forceinline__ void bb_dots(float x[8][4], const bb_afrag<T> &af, co
         }
     }
 }
-/* f32: k-step 2x + h takes words 2h, 2h + 1 of chunk 4x + c (a row's dims in the order above). */
-template <>
-__device__ __forceinline__ void bb_dots<float>(float x[8][4], const bb_afrag<float> &af, const float *b, int rb) {
+/* One k-step of a TF32 product into d: A (rows g, g + 8) and B words, split in three TF32
+   products when FP32 (the small terms first, as the forward does). */
+template <int FP32>
+__device__ __forceinline__ void bb_mma_f32(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                           uint32_t b0, uint32_t b1) {
+    if constexpr (FP32) {
+        mma_tf32(d, split_lo(a0), split_lo(a1), split_lo(a2), split_lo(a3), split_hi(b0), split_hi(b1));
+        mma_tf32(d, split_hi(a0), split_hi(a1), split_hi(a2), split_hi(a3), split_lo(b0), split_lo(b1));
+        mma_tf32(d, split_hi(a0), split_hi(a1), split_hi(a2), split_hi(a3), split_hi(b0), split_hi(b1));
+    } else {
+        mma_tf32(d, a0, a1, a2, a3, b0, b1);
+    }
+}
+
+/* bb_dots for f32: k-step 2x + h takes words 2h, 2h + 1 of chunk 4x + c (a row's dims in the
+   order above); chunk x's A words split once for the 8 band tiles. */
+template <int FP32>
+__device__ __forceinline__ void bb_dots_f32(float x[8][4], const bb_afrag<float> &af, const float *b, int rb) {
     const int lane = threadIdx.x & 31;
 #pragma unroll
-    for (int t = 0; t < 8; t++) {
-        x[t][0] = x[t][1] = x[t][2] = x[t][3] = 0.f;
+    for (int t = 0; t < 8; t++) x[t][0] = x[t][1] = x[t][2] = x[t][3] = 0.f;
 #pragma unroll
-        for (int xx = 0; xx < 4; xx++) {
+    for (int xx = 0; xx < 4; xx++) {
+        const uint32_t *a0 = af.f[0] + 4 * xx, *a1 = af.f[1] + 4 * xx;
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
             const float4 bv = *(const float4 *)bb_at(b, rb + 8 * t + (lane >> 2), 4 * xx + (lane & 3));
-            const uint32_t *a0 = af.f[0] + 4 * xx, *a1 = af.f[1] + 4 * xx;
-            mma_tf32(x[t], a0[0], a1[0], a0[1], a1[1], __float_as_uint(bv.x), __float_as_uint(bv.y));
-            mma_tf32(x[t], a0[2], a1[2], a0[3], a1[3], __float_as_uint(bv.z), __float_as_uint(bv.w));
+            bb_mma_f32<FP32>(x[t], a0[0], a1[0], a0[1], a1[1], __float_as_uint(bv.x), __float_as_uint(bv.y));
+            bb_mma_f32<FP32>(x[t], a0[2], a1[2], a0[3], a1[3], __float_as_uint(bv.z), __float_as_uint(bv.w));
         }
     }
 }
@@ -182,13 +203,17 @@ __device__ __forceinline__ void bb_dots<float>(float x[8][4], const bb_afrag<flo
 /* bb_dots with the warp's own 16 rows of a slice as its left side: from their tile in shared
    memory (row wrow), or (f32) from global memory, rows row0 + wrow + ... of base with row
    stride sn. */
-template <typename T>
+template <typename T, int FP32>
 __device__ __forceinline__ void bb_dots_own(float x[8][4], const T *tile, const T *base, int64_t sn, int row0,
                                             int wrow, int n, const T *b) {
     bb_afrag<T> af;
-    if constexpr (bb_cfg<T>::OWN_IN_SMEM) bb_frag_smem(af, tile, wrow);
-    else bb_frag_global(af, base, sn, row0 + wrow, n);
-    bb_dots(x, af, b, wrow);
+    if constexpr (bb_cfg<T>::OWN_IN_SMEM) {
+        bb_frag_smem(af, tile, wrow);
+        bb_dots(x, af, b, wrow);
+    } else {
+        bb_frag_global<FP32>(af, base, sn, row0 + wrow, n);
+        bb_dots_f32<FP32>(x, af, b, wrow);
+    }
 }
 
 /* hi + lo = (a, b) to about 16 significant bits, as two registers of 16-bit pairs. */
@@ -222,23 +247,32 @@ __device__ __forceinline__ void bb_mix(float acc[8][4], const float w[8][4], flo
         }
     }
 }
-/* f32, one TF32 term: band tile t is a k-step whose positions c, c + 4 are band columns 2c,
-   2c + 1 (w's own layout, so no shuffles); b's rows 8t + 2c (+ 1) at dims 8j + g. */
-template <>
-__device__ __forceinline__ void bb_mix<float>(float acc[8][4], const float w[8][4], float f, const float *b, int rb) {
+/* bb_mix for f32: one TF32 term (three when FP32); band tile t is a k-step whose positions c,
+   c + 4 are band columns 2c, 2c + 1 (w's own layout, so no shuffles); b's rows 8t + 2c (+ 1) at
+   dims 8j + g. */
+template <int FP32>
+__device__ __forceinline__ void bb_mix_f32(float acc[8][4], const float w[8][4], float f, const float *b, int rb) {
     const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
 #pragma unroll
     for (int t = 0; t < 8; t++) {
-        const uint32_t a0 = tf32(f * w[t][0]), a1 = tf32(f * w[t][2]);
-        const uint32_t a2 = tf32(f * w[t][1]), a3 = tf32(f * w[t][3]);
+        uint32_t a[4];
+        const float x[4] = {f * w[t][0], f * w[t][2], f * w[t][1], f * w[t][3]};
+#pragma unroll
+        for (int e = 0; e < 4; e++) a[e] = FP32 ? __float_as_uint(x[e]) : tf32(x[e]);
         const int r = rb + 8 * t + 2 * c;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const float b0 = bb_at(b, r, 2 * j + (g >> 2))[g & 3];
             const float b1 = bb_at(b, r + 1, 2 * j + (g >> 2))[g & 3];
-            mma_tf32(acc[j], a0, a1, a2, a3, __float_as_uint(b0), __float_as_uint(b1));
+            bb_mma_f32<FP32>(acc[j], a[0], a[1], a[2], a[3], __float_as_uint(b0), __float_as_uint(b1));
         }
     }
+}
+/* Either family's weighted sum. */
+template <typename T, int FP32>
+__device__ __forceinline__ void bb_mix_any(float acc[8][4], const float w[8][4], float f, const T *b, int rb) {
+    if constexpr (sizeof(T) == 4) bb_mix_f32<FP32>(acc, w, f, b, rb);
+    else bb_mix(acc, w, f, b, rb);
 }
 
 /* Whether element e of band tile t is a weight of the window: row r = g + 8 (e >> 1) sees
@@ -277,7 +311,7 @@ __device__ __forceinline__ void bb_store(T *base, int64_t sn, int row0, int n, c
 
 /* ---- the query kernel --------------------------------------------------------------------- */
 
-template <typename T, typename G>
+template <typename T, typename G, int FP32>
 __global__ void __launch_bounds__(bb_cfg<T>::THREADS, bb_cfg<T>::MIN_BLOCKS) dswa_bwd_band_queries(const bwd_args a) {
     constexpr int ROWS = bb_cfg<T>::ROWS, BAND = BB_BAND(T);
     __shared__ __align__(128) T kb[BAND * BB_DIM], vb[BAND * BB_DIM];
@@ -309,8 +343,8 @@ __global__ void __launch_bounds__(bb_cfg<T>::THREADS, bb_cfg<T>::MIN_BLOCKS) dsw
         __syncthreads();
 
         float s[8][4];
-        bb_dots_own(s, qt, q + (int64_t)p * a.lq.pair, a.lq.seq, i0, wrow, a.n, kb);
-        if (new_v) bb_dots_own(dpu, gt, g, a.ldout.seq, i0, wrow, a.n, vb);
+        bb_dots_own<T, FP32>(s, qt, q + (int64_t)p * a.lq.pair, a.lq.seq, i0, wrow, a.n, kb);
+        if (new_v) bb_dots_own<T, FP32>(dpu, gt, g, a.ldout.seq, i0, wrow, a.n, vb);
         /* the exact softmax over the band, in log2 units */
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 #pragma unroll
@@ -352,7 +386,7 @@ __global__ void __launch_bounds__(bb_cfg<T>::THREADS, bb_cfg<T>::MIN_BLOCKS) dsw
             for (int e = 0; e < 4; e++) s[t][e] *= fmaf(cp, dpu[t][e], -delta[e >> 1]);
 
         float acc[8][4] = {};
-        bb_mix(acc, s, 1.f, kb, wrow);
+        bb_mix_any<T, FP32>(acc, s, 1.f, kb, wrow);
         bb_store(dq + (int64_t)p * a.ldq.pair, a.ldq.seq, i0 + wrow, a.n, acc, a.scale);
         if (c == 0)
 #pragma unroll
@@ -382,7 +416,7 @@ __global__ void __launch_bounds__(bb_cfg<T>::THREADS, bb_cfg<T>::MIN_BLOCKS) dsw
 
 /* 3 blocks per SM (168 registers, a few bytes spilled): 2-3 % faster than the compiler's 174
    registers and 2 blocks (docs/PERF.md section 7). */
-template <typename T, typename G>
+template <typename T, typename G, int FP32>
 __global__ void __launch_bounds__(bb_cfg<T>::THREADS, bb_cfg<T>::MIN_BLOCKS) dswa_bwd_band_keys(const bwd_args a) {
     constexpr int ROWS = bb_cfg<T>::ROWS, BAND = BB_BAND(T);
     __shared__ __align__(128) T qb[BAND * BB_DIM], gb[BAND * BB_DIM];
@@ -423,8 +457,8 @@ __global__ void __launch_bounds__(bb_cfg<T>::THREADS, bb_cfg<T>::MIN_BLOCKS) dsw
         __syncthreads();
 
         float s[8][4];
-        bb_dots_own(s, kt, k + (int64_t)p * a.lk.pair, a.lk.seq, j0, wrow, a.n, qb);
-        if (new_v) bb_dots_own(dpu, vt, v + (int64_t)p * a.lv.pair, a.lv.seq, j0, wrow, a.n, gb);
+        bb_dots_own<T, FP32>(s, kt, k + (int64_t)p * a.lk.pair, a.lk.seq, j0, wrow, a.n, qb);
+        if (new_v) bb_dots_own<T, FP32>(dpu, vt, v + (int64_t)p * a.lv.pair, a.lv.seq, j0, wrow, a.n, gb);
         const float cp = p ? -a.lambda : 1.f;
         const int lane = threadIdx.x & 31;
 #pragma unroll
@@ -438,7 +472,7 @@ __global__ void __launch_bounds__(bb_cfg<T>::THREADS, bb_cfg<T>::MIN_BLOCKS) dsw
 #pragma unroll
             for (int t = 0; t < 8; t++) gv[t][0] = gv[t][1] = gv[t][2] = gv[t][3] = 0.f;
         }
-        bb_mix(gv, s, cp, gb, wrow);
+        bb_mix_any<T, FP32>(gv, s, cp, gb, wrow);
         if (!a.sum_dv || p) bb_store(dv + (int64_t)p * a.ldv.pair, a.ldv.seq, j0 + wrow, a.n, gv, 1.f);
 #pragma unroll
         for (int t = 0; t < 8; t++)
@@ -448,7 +482,7 @@ __global__ void __launch_bounds__(bb_cfg<T>::THREADS, bb_cfg<T>::MIN_BLOCKS) dsw
                 s[t][e] *= fmaf(cp, dpu[t][e], -sc.z);
             }
         float acc[8][4] = {};
-        bb_mix(acc, s, 1.f, qb, wrow);
+        bb_mix_any<T, FP32>(acc, s, 1.f, qb, wrow);
         bb_store(dk + (int64_t)p * a.ldk.pair, a.ldk.seq, j0 + wrow, a.n, acc, a.scale);
     }
 }
@@ -463,7 +497,6 @@ static bool rows_aligned(const void *p, const dswa_layout &l, bool with_pair, in
 
 bool dswa_bwd_band_ok(const bwd_args &a, dswa_dtype dtype) {
     const bool f32 = dtype == DSWA_F32;
-    if (f32 && a.math == DSWA_MATH_FP32) return false;   /* fp32-accurate: the general kernels */
     const int in = f32 ? 4 : 8, out = f32 || a.f32_grads ? 4 : 8;
     return (f32 || dtype == DSWA_F16 || dtype == DSWA_BF16) && a.dim == BB_DIM &&
            a.wl + a.wr <= DSWA_BAND_MAX_SPAN && rows_aligned(a.q, a.lq, true, in) &&
@@ -472,19 +505,21 @@ bool dswa_bwd_band_ok(const bwd_args &a, dswa_dtype dtype) {
            rows_aligned(a.dk, a.ldk, true, out) && rows_aligned(a.dv, a.ldv, true, out);
 }
 
-template <typename T, typename G> static cudaError_t launch(const bwd_args &a, cudaStream_t s) {
+template <typename T, typename G, int FP32 = 0> static cudaError_t launch(const bwd_args &a, cudaStream_t s) {
     constexpr int ROWS = bb_cfg<T>::ROWS, THREADS = bb_cfg<T>::THREADS;
     const dim3 grid((unsigned)((a.n + ROWS - 1) / ROWS), (unsigned)a.heads, (unsigned)a.batch);
-    dswa_bwd_band_queries<T, G><<<grid, THREADS, 0, s>>>(a);
+    dswa_bwd_band_queries<T, G, FP32><<<grid, THREADS, 0, s>>>(a);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    dswa_bwd_band_keys<T, G><<<grid, THREADS, 0, s>>>(a);
+    dswa_bwd_band_keys<T, G, FP32><<<grid, THREADS, 0, s>>>(a);
     return cudaGetLastError();
 }
 
-/* Entries: f32 on TF32; each 16-bit type with gradients in that type, or fp32 (a.f32_grads). */
+/* Entries: f32 on TF32, or as three TF32 products for DSWA_MATH_FP32; each 16-bit type with
+   gradients in that type, or fp32 (a.f32_grads). */
 cudaError_t dswa_bwd_band_launch(const bwd_args &a, dswa_dtype dtype, cudaStream_t s) {
-    if (dtype == DSWA_F32) return launch<float, float>(a, s);
+    if (dtype == DSWA_F32)
+        return a.math == DSWA_MATH_FP32 ? launch<float, float, 1>(a, s) : launch<float, float, 0>(a, s);
     if (dtype == DSWA_F16) return a.f32_grads ? launch<__half, float>(a, s) : launch<__half, __half>(a, s);
     return a.f32_grads ? launch<__nv_bfloat16, float>(a, s) : launch<__nv_bfloat16, __nv_bfloat16>(a, s);
 }

@@ -98,13 +98,8 @@ template <typename T, int SHARED, int SAMEL = 0> struct band_phases {
 
 typedef uint4 band_buf[BAND_ROWS][8]; /* 16-byte chunks, swizzled per row */
 
-/* DSWA_MATH_FP32 (template parameter FP32) runs every f32 product as three TF32 products, a*b ~ ah*bh +
-   ah*bl + al*bh with ah = a truncated to TF32 and al = a - ah (exact in fp32, then truncated
-   by the tensor core): relative error ~2^-21 instead of TF32's 2^-11. */
-__device__ __forceinline__ uint32_t split_hi(uint32_t x) { return x & 0xffffe000u; }
-__device__ __forceinline__ uint32_t split_lo(uint32_t x) {
-    return __float_as_uint(__uint_as_float(x) - __uint_as_float(x & 0xffffe000u));
-}
+/* DSWA_MATH_FP32 (template parameter FP32) runs every f32 product as three TF32 products
+   (split_hi, split_lo in mma.cuh). */
 
 /* The value, unknown to the compiler: address arithmetic derived from it stays where it is
    written instead of being computed early for every phase and held in registers. */

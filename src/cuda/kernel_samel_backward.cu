@@ -11,7 +11,7 @@
  *     the tensor-core kernels take), else copied beside r (copy_vg).
  *  2. The op's CUDA backward on that scratch: 16-bit, the tensor-core kernels with fp32
  *     gradients (dswa_cuda_backward_f32_grads); else dswa_cuda_backward_launch's pick (f32: the
- *     tensor-core kernels on TF32 unless the math is DSWA_MATH_FP32, or the general ones);
+ *     tensor-core kernels, on TF32 or three TF32 products for DSWA_MATH_FP32, or the general ones);
  *     pairs (q, q_diff) and (k, k_diff), V shared by both with dv.pair == 0 (the summed dV:
  *     chunk 2's gradient), its own table workspace a piece of ours. A 16-bit problem's
  *     gradients are therefore rounded once, when dqkv is stored.

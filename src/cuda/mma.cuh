@@ -20,6 +20,14 @@ __device__ __forceinline__ uint32_t tf32(float x) {
     return r;
 }
 
+/* fp32-accurate products on TF32 tensor cores (DSWA_MATH_FP32): a*b ~ ah*bh + ah*bl + al*bh
+   with ah = a truncated to TF32 and al = a - ah (exact in fp32, then truncated by the tensor
+   core): relative error ~2^-21 instead of TF32's 2^-11. */
+__device__ __forceinline__ uint32_t split_hi(uint32_t x) { return x & 0xffffe000u; }
+__device__ __forceinline__ uint32_t split_lo(uint32_t x) {
+    return __float_as_uint(__uint_as_float(x) - __uint_as_float(x & 0xffffe000u));
+}
+
 /* The Q words of this thread's rows i and i + 8 (of n; rows past n read as zeros) from `qp`,
    Q of one pair at the kernel's (batch, head) with row stride q_sn: CHUNKS 16-byte chunks
    4 (group + x) + quad for x < CHUNKS, word k of chunk x into w[rr][4x + k], rounded to TF32
