@@ -5,8 +5,9 @@
    larger shapes (SAME-L's, a wide window 5/300); bitwise determinism of two runs with
    differently poisoned workspaces; one call captured in a CUDA graph and replayed with fresh
    inputs, equal to the eager results; and the refusals (workspace, head_dim, alignment,
-   validation), each writing nothing. Tolerances: the shared ones (f32 1e-5: the backward is
-   plain fp32 arithmetic on the GPU too). `--small` runs the shared cases and the refusals only
+   validation), each writing nothing. Tolerances: the shared ones; f32 runs twice
+   (tu_bwd_tf32_backend): the default math (TF32 on the tensor-core family: TU_BWD_TOL_TF32)
+   and DSWA_MATH_FP32 (three TF32 products, or the general kernel: 1e-5). `--small` runs the shared cases and the refusals only
    (for compute-sanitizer). Without a GPU (or without CUDA in the build) it prints "skipped: ..."
    and exits 77. */
 #include <math.h>

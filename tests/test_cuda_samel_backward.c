@@ -4,7 +4,7 @@
    sliced and padded x, dqkv and dout, g NULL) against the float64 reference
    (tu_samel_ref64_backward) on fresh random inputs (seed printed; DSWA_TEST_SEED=N repeats a
    run), dqkv and the norms' gradients in poisoned buffers with poisoned guards, with the CPU
-   test's tolerances; SAME-L's shape (B = 1, N = 4352, H = 24, D = 64) and a wide window per
+   test's tolerances (f32 twice: the default math on TF32's, DSWA_MATH_FP32 on fp32's); SAME-L's shape (B = 1, N = 4352, H = 24, D = 64) and a wide window per
    dtype; bitwise determinism of two runs with differently poisoned workspaces, and the time of
    one call at SAME-L's shape; one call captured in a CUDA graph and replayed with fresh inputs,
    equal to the eager results; and the refusals (workspace, head_dim, alignment, validation),
