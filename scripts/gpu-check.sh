@@ -26,9 +26,9 @@
 # --profile`: the whole SAMEDecoder under torch.profiler): upstream's own
 # TransformerResamplingBlock at SAME-L's size, cast whole to each dtype (16-bit first; float32's FlexAttention autotuning may not fit the
 # call: the JSON keeps the rows done), swapped against unswapped, with UPSTREAM the directory
-# holding its stable_audio_3 package and what it imports that the machine lacks (einops, tqdm,
-# safetensors, huggingface_hub and theirs; an ignored directory such as build-upstream/,
-# carried along: the GPU machine has no network). Each part
+# holding its stable_audio_3 package (an ignored directory such as build-upstream/, carried
+# along: the GPU machine has no network; it comes first on sys.path, so a package put beside
+# stable_audio_3 for a machine that lacks it shadows the machine's own). Each part
 # keeps within one device call (10 min): the sanitizer runs stop being started once the tests
 # part has run SANITIZER_UNTIL seconds (default 480). Without a GPU it says so and exits 1 at
 # once.
