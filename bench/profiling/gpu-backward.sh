@@ -3,8 +3,8 @@
 # the backward at >= 70 % of a copy of its bytes; the fused block's forward + backward >= 10x the
 # compiled prologue + FlexAttention, and ahead of the chunked-halo SDPA path by at least the
 # forward's ratio).
-#   bench/profiling/gpu-backward.sh OUTDIR bench          build; dswa bench --backward (16-bit;
-#       OP_DTYPES=all for f32 too) and --op samel --backward (--json, timed), their tables
+#   bench/profiling/gpu-backward.sh OUTDIR bench          build; dswa bench --backward (every
+#       dtype; OP_DTYPES=bf16,f16 for fewer) and --op samel --backward (--json, timed), their tables
 #                                                                     (about 2-3 minutes)
 #   bench/profiling/gpu-backward.sh OUTDIR train DTYPE    build; bench/compare.py --op samel
 #       --backward for one dtype (f32, bf16 or f16) at L = 256, 1292, 4096 (L=... in the
@@ -38,8 +38,7 @@ case $part in
 bench)
     for op in diff_swa samel; do
         name=bench-backward; [ $op = samel ] && name=bench-samel-backward
-        # the op's f32 backward is the general kernel: seconds per row from L = 1292 on
-        dts=${OP_DTYPES:-bf16,f16}; [ $op = samel ] && dts=all
+        dts=${OP_DTYPES:-all}
         step "dswa bench --op $op --backward --dtype $dts"
         t0=$(date +%s)
         build/dswa bench --op $op --backward --dtype "$dts" --json > "$out/$name.json" 2> "$out/$name.err" ||
