@@ -28,8 +28,9 @@ const char *tu_bwd_label(dswa_dtype dt, dswa_math math);
    rounding). */
 #define TU_BWD_TOL_TF32 5e-3
 double tu_bwd_tol(dswa_dtype t, dswa_math math);
-/* dlambda's error against ||dout|| * ||A_1||, the Cauchy-Schwarz bound of |dlambda|. */
-#define TU_BWD_TOL_DLAMBDA 1e-6
+/* dlambda's error against ||dout|| * ||A_1||, the Cauchy-Schwarz bound of |dlambda|: 1e-6
+   (fp32 arithmetic), TU_BWD_TOL_TF32 where f32 runs on TF32. */
+double tu_bwd_tol_dlambda(dswa_dtype t, dswa_math math);
 
 /* n (at least 1) elements of fresh normals. */
 void *tu_bwd_new_buf(tu_rng *r, int64_t n, dswa_dtype dt);
