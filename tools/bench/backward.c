@@ -165,7 +165,7 @@ void bench_run_op_backward_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *
                 if (dswa_reference_backward(&bp, hq, hk, sh ? hvs : hvf, hgo, r, r + n_in,
                                             r + 2 * n_in, NULL) == DSWA_OK) {
                     row->rel_err = rel_error_f64(hgrad, dtype, r, (int64_t)grad_elems);
-                    row->tol = bench_backward_tolerance(dtype);
+                    row->tol = bench_backward_tolerance(c, dtype, bp.fwd.math);
                 }
             }
             if (t == 0 && c->cuda) {
@@ -292,7 +292,7 @@ void bench_run_samel_backward_shape(bench_ctx *c, int64_t l, int64_t n, bench_ro
             if (c->cuda && n <= BWD_CHECK_MAX_N && (hcheck = cli_malloc(n_x * es)) != NULL &&
                 dswa_samel_backward_cpu(&hbp, hx, hgo, hcheck, &hg) == DSWA_OK) {
                 row->rel_err = rel_error_same(hgrad, hcheck, dtype, (int64_t)n_x);
-                row->tol = bench_backward_tolerance(dtype);
+                row->tol = bench_backward_tolerance(c, dtype, hbp.fwd.math);
             }
             if (c->cuda) {
                 finish_cuda(c, row, &job, dtype, (int64_t)n_x, hgrad);

@@ -207,8 +207,9 @@ void *bench_converted(const float *f, size_t n, dswa_dtype dtype);
 void bench_run_op_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_rows, int *nrow);
 
 /* ---- backward.c: the backward's rows (--backward) ----------------------------------------- */
-/* The relative error a backward row of this dtype may have against its reference. */
-double bench_backward_tolerance(dswa_dtype dtype);
+/* The relative error a backward row of this dtype and math may have against its reference:
+   f32 5e-3 where the GPU runs it on TF32, else 1e-4; 16-bit 1e-2. */
+double bench_backward_tolerance(const bench_ctx *c, dswa_dtype dtype, dswa_math math);
 /* Every dtype and V layout of one shape (the op's backward); appends to out_rows[*nrow]. */
 void bench_run_op_backward_shape(bench_ctx *c, int64_t l, int64_t n, bench_row *out_rows,
                                  int *nrow);

@@ -351,7 +351,10 @@ int bench_time_cpu_fwd_bwd(const bench_ctx *c, bench_row *row, dswa_job *job, si
     return r;
 }
 
-double bench_backward_tolerance(dswa_dtype dtype) { return dtype == DSWA_F32 ? 1e-4 : 1e-2; }
+double bench_backward_tolerance(const bench_ctx *c, dswa_dtype dtype, dswa_math math) {
+    if (dtype != DSWA_F32) return 1e-2;
+    return c->cuda && math != DSWA_MATH_FP32 ? 5e-3 : 1e-4;
+}
 
 void bench_finish_backward_row(const bench_ctx *c, bench_row *row, dswa_dtype dtype,
                                int64_t total, const void *hgrad) {
