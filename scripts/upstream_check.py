@@ -14,7 +14,10 @@ ms per call of each (CUDA: CUDA events around repeated calls after warm-up; CPU:
 With --profile (CUDA) each side's forward and training step also under torch.profiler: GPU
 kernel time per call, the attention modules' share of it (forward), dswa's kernels' share,
 and the host syncs per call (each stalls eager mode's launch queue).
-Exit 1 on any warning or an error above the dtype's bound.
+Exit 1 on any warning or an error above the dtype's bound, unless (16-bit) the swapped model is
+within 25 % of the unswapped one's own error against a float32 reference (the swapped model
+in float32, which the float32 row checks against upstream's): deep in 16-bit, upstream's model
+is itself far from its float32 self.
 
     python3 scripts/upstream_check.py --upstream DIR [--device cuda] [--model stage|decoder]
         [--dim 1536] [--L 1292] [--depth N] [--profile] [--json OUT.json]
@@ -32,6 +35,12 @@ import warnings
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # swapped against unswapped, both in the dtype (each side's own roundings)
 TOL = {"float32": 1e-2, "float16": 2e-2, "bfloat16": 8e-2}
+
+
+def within_reference(errs):
+    """Swapped as close to the float32 reference as unswapped is, give or take 25 %: [unswapped
+    error, swapped error] against it; None (no reference) fails."""
+    return errs is not None and errs[1] <= 1.25 * errs[0]
 
 
 def rel(a, b):
@@ -137,6 +146,15 @@ def main():
         # a second instance, not a deepcopy: the decoder's weight-normed convolutions have none
         sw = build()
         sw.load_state_dict(ref.state_dict())
+        # 16-bit rows: a float32 reference (swapped: no FlexAttention autotuning; the float32 row
+        # checks it against upstream's). Deep in 16-bit, upstream's own model is far from its
+        # float32 self (bf16, 12 blocks: about 20 %), so swapped against unswapped alone says
+        # little there: each is judged by its distance from the reference as well.
+        wide = None
+        if dt != torch.float32:
+            wide = build()
+            wide.load_state_dict(ref.state_dict())
+            wide = dswa.samel.swap_attention(wide.to(device=dev, dtype=torch.float32))
         # cast whole, as upstream's scripts do
         ref, sw = (m.to(device=dev, dtype=dt) for m in (ref, sw))
         sw = dswa.samel.swap_attention(sw)
@@ -149,21 +167,27 @@ def main():
             with torch.no_grad():
                 yu, ys = ref(x), sw(x)
                 row["rel_err_forward"] = rel(ys, yu)
+                if wide is not None:
+                    wide.eval()
+                    yw = wide(x.float())
+                    row["ref_err_forward"] = [rel(yu, yw), rel(ys, yw)]   # unswapped, swapped
                 row["forward_ms"] = [timed(lambda m=m: m(x), dev, args.reps) for m in (ref, sw)]
-            def step(m):
+            def step(m, inp=x):
                 m.zero_grad(set_to_none=True)
-                m(x).float().square().sum().backward()   # sum: 16-bit gradients clear of underflow
+                m(inp).float().square().sum().backward()   # sum: 16-bit gradients clear of underflow
 
             grads = []
-            for m in (ref, sw):
+            for m in (ref, sw) + ((wide,) if wide is not None else ()):
                 m.train()
                 for b in m.modules():                    # upstream's activation checkpointing
                     if isinstance(b, TransformerResamplingBlock):
                         b.checkpointing = True
-                step(m)
+                step(m, x.float() if m is wide else x)
                 grads.append(torch.cat([p.grad.double().flatten() for p in m.parameters()
                                         if p.grad is not None]))
             row["rel_err_grads"] = rel(grads[1], grads[0])
+            if wide is not None:
+                row["ref_err_grads"] = [rel(grads[0], grads[2]), rel(grads[1], grads[2])]
             row["training_ms"] = [timed(lambda m=m: step(m), dev, args.reps) for m in (ref, sw)]
             if args.profile and dev == "cuda":
                 sides = (("unswapped", ref, Attention),
@@ -173,8 +197,9 @@ def main():
         row["dswa_warnings"] = [str(w.message)[:200] for w in got if "dswa" in str(w.message)]
         row["speedup_forward"] = row["forward_ms"][0] / row["forward_ms"][1]
         row["speedup_training"] = row["training_ms"][0] / row["training_ms"][1]
-        row["ok"] = (not row["dswa_warnings"] and row["rel_err_forward"] < TOL[dtype]
-                     and row["rel_err_grads"] < TOL[dtype])
+        row["ok"] = not row["dswa_warnings"] and all(
+            row[f"rel_err_{w}"] < TOL[dtype] or within_reference(row.get(f"ref_err_{w}"))
+            for w in ("forward", "grads"))
         ok &= row["ok"]
         result["rows"].append(row)
         print(json.dumps(row), flush=True)
