@@ -1,22 +1,23 @@
 /* The op's backward on tensor cores, for the problems the forward's band kernel takes (SAME-L's
  * among them): head_dim 64, window_left + window_right <= 48, rows 16-byte aligned with unit
- * dim stride, any dtype (dswa_bwd_band_ok). The
- * math is in include/dswa.h, the plan and the determinism rule in docs/BACKWARD.md; everything
- * else goes to kernel_backward.cu's general kernels, which the launcher there picks between.
+ * dim stride, any dtype (dswa_bwd_band_ok). The math is in include/dswa.h, the plan and the
+ * determinism rule in docs/BACKWARD.md; everything else goes to kernel_backward.cu's general
+ * kernels, which the launcher there picks between.
  *
  * Entries, each a template over the input type T (__half, __nv_bfloat16; float on TF32) and
  * the gradients' type G (T; or float for the fused block's 16-bit backward, whose epilogue
  * rounds once):
- *   dswa_bwd_band_queries  per 64 query rows (32 for f32) of one (batch, head): for each pair, the scores S
- *                          against the rows' key band, the exact softmax P (max and sum over the
- *                          whole band, which is in registers), dP = dA V^T, delta = sum P dP,
- *                          dS = P (dP - delta) and dq = scale dS K. Writes each row's (max,
- *                          1/sum, delta) per pair to the workspace's table and, with dlambda,
- *                          each 16 rows' share of -sum dout . A_1 (as sum P_1 (dout . V_1)).
- *   dswa_bwd_band_keys     per 64 key rows (32 for f32): the transposed products against the rows' query
- *                          band, P recomputed from the table, dv = sum P dA (pair 0's terms,
- *                          then pair 1's, in one accumulator when dv is summed) and
- *                          dk = scale dS^T Q.
+ *   dswa_bwd_band_queries  per 64 query rows (32 for f32) of one (batch, head): for each
+ *                          pair, the scores S against the rows' key band, the exact softmax P
+ *                          (max and sum over the whole band, which is in registers), dP =
+ *                          dA V^T, delta = sum P dP, dS = P (dP - delta) and dq = scale dS K.
+ *                          Writes each row's (max, 1/sum, delta) per pair to the workspace's
+ *                          table and, with dlambda, each 16 rows' share of -sum dout . A_1 (as
+ *                          sum P_1 (dout . V_1)).
+ *   dswa_bwd_band_keys     per 64 key rows (32 for f32): the transposed products against
+ *                          the rows' query band, P recomputed from the table, dv = sum P dA
+ *                          (pair 0's terms, then pair 1's, in one accumulator when dv is
+ *                          summed) and dk = scale dS^T Q.
  * The dlambda kernel of kernel_backward.cu then sums the shares in a fixed order.
  *
  * Why it is shaped so:
@@ -41,10 +42,10 @@
  *    forward's fp32 math does (the template parameter FP32). A 64-row f32 block would need 56 KB
  *    of bands; 32 rows (two warps) keep both bands in 41 KB, and the block's own rows, read
  *    once per pair, go from global memory straight into mma fragments instead of through
- *    shared memory. Fragments take the 64 dims in an order of
- *    the kernel's choosing (a dot product does not care): lane quad c holds dims 16x + 4c ..
- *    16x + 4c + 3 of a row, one 16-byte load per x, and reads the band rows at the same
- *    chunks (swizzled as the forward's f32 tiles, dswa_swz<float>: no bank conflicts).
+ *    shared memory. Fragments take the 64 dims in an order of the kernel's choosing (a dot
+ *    product does not care): lane quad c holds dims 16x + 4c .. 16x + 4c + 3 of a row, one
+ *    16-byte load per x, and reads the band rows at the same chunks (swizzled as the forward's
+ *    f32 tiles, dswa_swz<float>: no bank conflicts).
  *  - The table holds the max in log2 units (scale log2 e folded in) so that both kernels
  *    compute p = 2^(s scale log2 e - max) with the same expression. The two kernels of this
  *    family write and read it; the general family has its own units.
