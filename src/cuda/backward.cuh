@@ -28,10 +28,12 @@ struct bwd_args {
 };
 
 /* Whether the tensor-core family (kernel_backward_band.cu) takes the problem: any dtype (f32
-   on TF32), head_dim 64, window_left + window_right <= DSWA_BAND_MAX_SPAN (as clamped in *a), every row of every
-   tensor 16-byte aligned with unit dim stride. Everything else goes to the general kernels. */
+   on TF32), head_dim 64, window_left + window_right <= DSWA_BAND_MAX_SPAN (as clamped in *a),
+   every row of every tensor 16-byte aligned with unit dim stride. Everything else goes to the
+   general kernels. */
 bool dswa_bwd_band_ok(const bwd_args &a, dswa_dtype dtype);
-/* Launches the family's query and key kernels for a (dswa_bwd_band_ok); grid (ceil(N / 64), H, B). */
+/* Launches the family's query and key kernels for a (dswa_bwd_band_ok); grid (ceil(N / 64), H,
+   B), ceil(N / 32) for f32. */
 cudaError_t dswa_bwd_band_launch(const bwd_args &a, dswa_dtype dtype, cudaStream_t s);
 
 /* Whether the tensor-core family takes *p with these buffers (dswa_bwd_band_ok). */

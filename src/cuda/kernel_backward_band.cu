@@ -64,7 +64,9 @@
 #include "cuda/mma.cuh"
 
 /* A block's shape per input type: ROWS query (or key) rows, a warp per 16, and the band of
-   ROWS + 48 rows its rows see. */
+   ROWS + 48 rows its rows see. MIN_BLOCKS: 16-bit, 3 blocks per SM (168 registers) measured
+   2-3 % faster than the compiler's 174 registers and 2 blocks (docs/PERF.md section 7); f32,
+   4 leaves the compiler its registers (206-212, no spills). */
 template <typename T> struct bb_cfg {
     static constexpr int ROWS = 64, THREADS = 2 * ROWS, MIN_BLOCKS = 3;
     static constexpr bool OWN_IN_SMEM = true;   /* the block's own rows staged in shared memory */
@@ -415,8 +417,6 @@ __global__ void __launch_bounds__(bb_cfg<T>::THREADS, bb_cfg<T>::MIN_BLOCKS) dsw
 
 /* ---- the key kernel ----------------------------------------------------------------------- */
 
-/* 3 blocks per SM (168 registers, a few bytes spilled): 2-3 % faster than the compiler's 174
-   registers and 2 blocks (docs/PERF.md section 7). */
 template <typename T, typename G, int FP32>
 __global__ void __launch_bounds__(bb_cfg<T>::THREADS, bb_cfg<T>::MIN_BLOCKS) dswa_bwd_band_keys(const bwd_args a) {
     constexpr int ROWS = bb_cfg<T>::ROWS, BAND = BB_BAND(T);
@@ -499,7 +499,7 @@ static bool rows_aligned(const void *p, const dswa_layout &l, bool with_pair, in
 bool dswa_bwd_band_ok(const bwd_args &a, dswa_dtype dtype) {
     const bool f32 = dtype == DSWA_F32;
     const int in = f32 ? 4 : 8, out = f32 || a.f32_grads ? 4 : 8;
-    return (f32 || dtype == DSWA_F16 || dtype == DSWA_BF16) && a.dim == BB_DIM &&
+    return a.dim == BB_DIM &&
            a.wl + a.wr <= DSWA_BAND_MAX_SPAN && rows_aligned(a.q, a.lq, true, in) &&
            rows_aligned(a.k, a.lk, true, in) && rows_aligned(a.v, a.lv, true, in) &&
            rows_aligned(a.dout, a.ldout, false, in) && rows_aligned(a.dq, a.ldq, true, out) &&

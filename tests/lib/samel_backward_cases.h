@@ -13,13 +13,9 @@
 #include "backward_cases.h"   /* tu_region */
 #include "testutil.h"
 
-/* Tolerances: relative Frobenius error per chunk of dqkv (f32 1e-5, on a TF32 backend
-   (tu_bwd_tf32_backend) with the default math TU_BWD_TOL_TF32; f16 1e-3, bf16 3e-3), and for
-   the norms' gradients the error against the root sum of squares of each sum's terms (f32
-   1e-5, on TF32 TU_BWD_TOL_TF32; 16-bit that of dqkv). samel_backward_cases.c says why. The
-   cases run in tu_bwd_passes()'s passes, as the op's. */
-double tu_sbwd_tol_dx(dswa_dtype t, dswa_math math);
-double tu_sbwd_tol_norm(dswa_dtype t, dswa_math math);
+/* Tolerances: the op's (tu_bwd_tol), for the relative Frobenius error per chunk of dqkv and for
+   the norms' gradients' error against the root sum of squares of each sum's terms;
+   samel_backward_cases.c says why. The cases run in tu_bwd_passes()'s passes, as the op's. */
 
 /* The packed view whose dimensions nest in `order` (letters b, n, c (chunk), h, d, outermost
    first), every stride but the innermost padded by pad elements. "bnchd", 0: contiguous. */
