@@ -288,6 +288,210 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
     }
 }
 
+/* ---- 1 and 3 on 16-byte vectors ---------------------------------------------------------- */
+
+/* The same two passes where every row is 16-byte aligned with unit dim stride, head_dim a
+   multiple of 8 and rot_dims of 16 (SAME-L's layout; sbwd_vec_ok is the rule): a lane owns 8
+   consecutive dims of one row, a warp 4 rows at once (8 lanes a row), so a row's loads are a
+   few 16-byte ones all in flight and RoPE's partner vector (dims +- c, c a multiple of 8) is
+   another lane of the same row. The scalar kernels above spend about as many instructions on
+   addressing, 2-byte loads and shuffles as on the math (docs/PERF.md section 7). Every element
+   is computed by the same expressions as there, so r and dqkv are bitwise the scalar kernels';
+   only the norms' sums are added in another (fixed) order. */
+static_assert(ROWS_PER_WARP == 4 && DSWA_BWD_MAX_DIM == 64, "a warp's 32 lanes: 4 rows of 8 vectors of 8 dims");
+
+/* Eight consecutive elements (16-byte aligned) to floats and back: one 16-byte access for a
+   16-bit dtype, two for f32. */
+template <typename T> __device__ __forceinline__ void load8(const T *p, float (&v)[8]) {
+    const uint4 u = *(const uint4 *)p;
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        T two[2];
+        memcpy(two, &w[j], 4);
+        v[2 * j] = dswa_to_f32(two[0]);
+        v[2 * j + 1] = dswa_to_f32(two[1]);
+    }
+}
+template <> __device__ __forceinline__ void load8<float>(const float *p, float (&v)[8]) {
+    const float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+}
+template <typename T> __device__ __forceinline__ void store8(T *p, const float (&v)[8]) {
+    unsigned w[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const T two[2] = {dswa_from_f32<T>(v[2 * j]), dswa_from_f32<T>(v[2 * j + 1])};
+        memcpy(&w[j], two, 4);
+    }
+    *(uint4 *)p = make_uint4(w[0], w[1], w[2], w[3]);
+}
+template <> __device__ __forceinline__ void store8<float>(float *p, const float (&v)[8]) {
+    ((float4 *)p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    ((float4 *)p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+
+/* What a lane of the vector kernels owns: row i (4 rows a warp), dims d0 .. d0 + 7, RoPE's
+   partner vector at dims e0 (d0 itself where RoPE passes through) on lane `src`, and the
+   angles' sin and cos of its dims at position i (cos 1, sin 0 where RoPE passes through). */
+struct vec_lane {
+    int i, d0, e0, src;
+    bool on;   /* row and dims exist: loads and stores; other lanes carry zeros */
+    float cs[8], sn[8];
+};
+__device__ __forceinline__ vec_lane vec_lane_of(const sbwd_args &a) {
+    vec_lane v;
+    const int lane = threadIdx.x & 31, c = a.rot_dims / 2;
+    v.i = blockIdx.x * DSWA_BWD_ROWS + (threadIdx.x >> 5) * ROWS_PER_WARP + (lane >> 3);
+    v.d0 = 8 * (lane & 7);
+    v.e0 = v.d0 < c ? v.d0 + c : v.d0 < 2 * c ? v.d0 - c : v.d0;
+    v.src = (lane & ~7) | (v.e0 >> 3);
+    v.on = v.i < a.n && v.d0 < a.dim;
+    const float pos = (float)((int64_t)a.pos_offset + v.i);
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int d = v.d0 + j;
+        v.cs[j] = 1.f;
+        v.sn[j] = 0.f;
+        if (d < 2 * c) samel_sincos(pos * a.freq[d < c ? d : d - c], &v.sn[j], &v.cs[j]);
+    }
+    return v;
+}
+
+/* The partner lane's eight values (exact in T: sent as T pairs, four shuffles for 16 bits).
+   Called by whole warps. */
+template <typename T> __device__ __forceinline__ void partner8(const float (&y)[8], int src, float (&w)[8]) {
+    if (sizeof(T) == 2) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            T two[2] = {dswa_from_f32<T>(y[2 * j]), dswa_from_f32<T>(y[2 * j + 1])};
+            unsigned u;
+            memcpy(&u, two, 4);
+            u = __shfl_sync(0xffffffffu, u, src);
+            memcpy(two, &u, 4);
+            w[2 * j] = dswa_to_f32(two[0]);
+            w[2 * j + 1] = dswa_to_f32(two[1]);
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++) w[j] = __shfl_sync(0xffffffffu, y[j], src);
+    }
+}
+
+template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_prologue_vec(const sbwd_args a) {
+    const int h = blockIdx.y, b = blockIdx.z, c = a.rot_dims / 2;
+    const vec_lane v = vec_lane_of(a);
+    const T *xr = row_at((const T *)a.qkv, a.x, b, v.on ? v.i : 0, h) + v.d0;
+    float xv[4][8];
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        int ch, nm, pr;
+        chunk_of(t, &ch, &nm, &pr);
+        if (v.on) load8(xr + (int64_t)ch * a.x.chunk, xv[t]);
+        else
+            for (int j = 0; j < 8; j++) xv[t][j] = 0.f;
+    }
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        int ch, nm, pr;
+        chunk_of(t, &ch, &nm, &pr);
+        const float alpha = samel_alpha(a.alpha_at[nm], __float_as_int(a.alpha[nm]));
+        float y[8], w[8], r[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int d = v.d0 + j < a.dim ? v.d0 + j : 0;
+            y[j] = samel_round<T>(samel_dyt<1>(xv[t][j], alpha, __ldg(a.gamma[nm] + d), __ldg(a.beta[nm] + d)));
+        }
+        partner8<T>(y, v.src, w);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            r[j] = y[j];
+            if (v.d0 < c) samel_rotate(&r[j], &w[j], v.cs[j], v.sn[j]);
+            else if (v.d0 < 2 * c) samel_rotate(&w[j], &r[j], v.cs[j], v.sn[j]);
+            if (v.d0 < 2 * c) r[j] = samel_round<T>(r[j]);
+        }
+        if (v.on) store8((S *)(nm ? a.rk : a.rq) + pair_row(a, b, v.i, pr, h) + v.d0, r);
+    }
+}
+
+/* Per norm (its two chunks, loads in flight together), then the norms' sums: per row, each
+   lane's terms in fp32 (two chunks a norm) to shared memory; then per block, each entry summed
+   over the 16 rows (and dalpha over the row's lanes) in double, in order. */
+template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_epilogue_vec(const sbwd_args a) {
+    __shared__ float sg[DSWA_BWD_ROWS][2][2][DSWA_BWD_MAX_DIM];   /* [row][norm][gamma, beta][dim] */
+    __shared__ float sa[DSWA_BWD_ROWS][2][8];                     /* [row][norm][lane of the row] */
+    const int h = blockIdx.y, b = blockIdx.z, c = a.rot_dims / 2;
+    const int row = threadIdx.x >> 3, m = threadIdx.x & 7;
+    const vec_lane v = vec_lane_of(a);
+    const int i = v.on ? v.i : 0;
+    const T *xr = row_at((const T *)a.qkv, a.x, b, i, h) + v.d0;
+    T *dxr = row_at((T *)a.dqkv, a.dx, b, i, h) + v.d0;
+    if (v.on) {   /* chunk 2: the summed dV as it is */
+        float dvv[8];
+        load8(a.dv + one_row(a, b, i, h) + v.d0, dvv);
+        store8(dxr + 2 * a.dx.chunk, dvv);
+    }
+#pragma unroll
+    for (int nm = 0; nm < 2; nm++) {
+        const float alpha = samel_alpha(a.alpha_at[nm], __float_as_int(a.alpha[nm]));
+        const float *dr_base = nm ? a.drk : a.drq;
+        float dr[2][8], dp[2][8], xv[2][8];
+#pragma unroll
+        for (int pr = 0; pr < 2; pr++) {   /* chunks nm (pair 0) and nm + 3 (pair 1) */
+            const float *drr = dr_base + pair_row(a, b, i, pr, h);
+            if (v.on) {
+                load8(drr + v.d0, dr[pr]);
+                if (v.d0 < 2 * c) load8(drr + v.e0, dp[pr]);   /* the partner's dims: an L1 hit */
+                load8(xr + (int64_t)(nm + 3 * pr) * a.x.chunk, xv[pr]);
+            }
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                if (!v.on) dr[pr][j] = xv[pr][j] = 0.f;
+                if (!v.on || v.d0 >= 2 * c) dp[pr][j] = 0.f;
+            }
+        }
+        float da = 0.f, dg[8], db[8];
+#pragma unroll
+        for (int pr = 0; pr < 2; pr++) {
+            float o[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int d = v.d0 + j < a.dim ? v.d0 + j : 0;
+                /* the rotation by -theta, as the scalar epilogue */
+                const float dy = v.d0 < c       ? fmaf(dr[pr][j], v.cs[j], dp[pr][j] * v.sn[j])
+                                 : v.d0 < 2 * c ? fmaf(dr[pr][j], v.cs[j], -(dp[pr][j] * v.sn[j]))
+                                                : dr[pr][j];
+                const float u = samel_tanh<1>(alpha * xv[pr][j]), s = (1.0f - u) * (1.0f + u);
+                const float du = dy * __ldg(a.gamma[nm] + d);
+                o[j] = du * alpha * s;
+                da = fmaf(du * xv[pr][j], s, da);
+                dg[j] = pr ? fmaf(dy, u, dg[j]) : dy * u;
+                db[j] = pr ? db[j] + dy : dy;
+            }
+            if (v.on) store8(dxr + (int64_t)(nm + 3 * pr) * a.dx.chunk, o);
+        }
+        sa[row][nm][m] = da;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            sg[row][nm][0][v.d0 + j] = dg[j];
+            sg[row][nm][1][v.d0 + j] = db[j];
+        }
+    }
+    if (!a.partial) return;
+    __syncthreads();
+    const int per = 1 + 2 * a.dim;
+    double *out = a.partial + (((int64_t)b * a.heads + h) * a.tiles + blockIdx.x) * (2 * per);
+    for (int e = threadIdx.x; e < 2 * per; e += DSWA_THREADS) {
+        const int nm = e / per, at = e % per;
+        double s = 0.0;
+        for (int r = 0; r < DSWA_BWD_ROWS; r++)
+            if (at == 0)
+                for (int l = 0; l < 8; l++) s += (double)sa[r][nm][l];
+            else s += (double)sg[r][nm][at > a.dim][(at - 1) % a.dim];
+        out[e] = s;
+    }
+}
+
 /* ---- 4: the norms' gradients -------------------------------------------------------------- */
 
 /* g's six pointers: q_norm's dalpha, dgamma, dbeta, then k_norm's. */
@@ -320,12 +524,23 @@ __global__ void __launch_bounds__(REDUCE_THREADS) dswa_samel_bwd_reduce(const do
 /* ---- entries per dtype and the launcher --------------------------------------------------- */
 
 #define SBWD_DTYPES(X) X(DSWA_F32, float) X(DSWA_F16, __half) X(DSWA_BF16, __nv_bfloat16)
-/* prologue: fp32 scratch; prologue16: scratch in the dtype (16-bit only) */
-struct sbwd_entry { dswa_dtype dtype; const void *prologue, *prologue16, *epilogue; };
-#define SBWD_ENTRY(dt, T) {dt, (const void *)dswa_samel_bwd_prologue<T, float>, \
-                           sizeof(T) == 2 ? (const void *)dswa_samel_bwd_prologue<T, T> : NULL, \
-                           (const void *)dswa_samel_bwd_epilogue<T>},
+/* prologue: fp32 scratch; prologue16: scratch in the dtype (16-bit only); [1]: on vectors */
+struct sbwd_entry { dswa_dtype dtype; const void *prologue[2], *prologue16[2], *epilogue[2]; };
+#define SBWD_ENTRY(dt, T)                                                                        \
+    {dt,                                                                                         \
+     {(const void *)dswa_samel_bwd_prologue<T, float>, (const void *)dswa_samel_bwd_prologue_vec<T, float>}, \
+     {sizeof(T) == 2 ? (const void *)dswa_samel_bwd_prologue<T, T> : NULL,                     \
+      sizeof(T) == 2 ? (const void *)dswa_samel_bwd_prologue_vec<T, T> : NULL},                 \
+     {(const void *)dswa_samel_bwd_epilogue<T>, (const void *)dswa_samel_bwd_epilogue_vec<T>}},
 static const sbwd_entry entries[] = {SBWD_DTYPES(SBWD_ENTRY)};
+
+/* Whether the vector kernels take a packed buffer: every row 16-byte aligned, unit dim stride. */
+static bool rows16(const void *base, const dswa_samel_layout &l, size_t es) {
+    const int64_t s[4] = {l.batch, l.seq, l.chunk, l.head};
+    bool ok = (uintptr_t)base % 16 == 0 && l.dim == 1;
+    for (int t = 0; t < 4; t++) ok = ok && (s[t] * (int64_t)es) % 16 == 0;
+    return ok;
+}
 
 static dswa_status launched(const char *what, cudaError_t e) {
     if (e == cudaSuccess) e = cudaGetLastError();
@@ -414,25 +629,30 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
     in16.fwd.dtype = p->dtype;
     const void *v_in = (const char *)qkv + 2 * p->qkv.chunk * (int64_t)es;
     bool band = false, in_place = p->dtype == DSWA_F32;
-    if (e->prologue16) {
+    if (e->prologue16[0]) {
         in_place = dswa_cuda_backward_band_takes(&in16, a.rq, a.rk, v_in, dout, a.drq, a.drk, a.dv);
         band = in_place || dswa_cuda_backward_band_takes(&ob16, a.rq, a.rk, a.v, a.go, a.drq, a.drk, a.dv);
     }
     a.copy_vg = !in_place;
     const void *op_v = in_place ? v_in : a.v, *op_dout = in_place ? dout : a.go;
 
+    /* the vector kernels: head_dim a multiple of 8, RoPE's partner a whole vector away, V and
+       dout not copied, the rows they touch 16-byte aligned */
+    const bool vec = p->head_dim % 8 == 0 && p->rot_dims % 16 == 0 && !a.copy_vg && rows16(qkv, p->qkv, es);
+    const int pv = vec, ev = vec && rows16(dqkv, bp->dqkv, es);
+
     const dim3 grid((unsigned)a.tiles, (unsigned)p->heads, (unsigned)p->batch);
     void *args[1] = {&a};
     dswa_status st;
     if ((st = launched("launch of the SAME-L backward's prologue",
-                       cudaLaunchKernel(band ? e->prologue16 : e->prologue, grid, dim3(DSWA_THREADS),
-                                        args, 0, s))) ||
+                       cudaLaunchKernel(band ? e->prologue16[pv] : e->prologue[pv], grid,
+                                        dim3(DSWA_THREADS), args, 0, s))) ||
         (st = band ? dswa_cuda_backward_f32_grads(in_place ? &in16 : &ob16, a.rq, a.rk, op_v, op_dout,
                                                   (float *)a.drq, (float *)a.drk, (float *)a.dv, ws + w.op, s)
                    : dswa_cuda_backward_launch(in_place ? &in : &ob, a.rq, a.rk, op_v, op_dout, (void *)a.drq,
                                                (void *)a.drk, (void *)a.dv, NULL, ws + w.op, stream)) ||
         (st = launched("launch of the SAME-L backward's epilogue",
-                       cudaLaunchKernel(e->epilogue, grid, dim3(DSWA_THREADS), args, 0, s))))
+                       cudaLaunchKernel(e->epilogue[ev], grid, dim3(DSWA_THREADS), args, 0, s))))
         return st;
     if (!g) return DSWA_OK;
     const double *partial = a.partial;

@@ -337,6 +337,12 @@ int tu_samel_backward_cases(tu_samel_backward_fn run, const char *name, tu_rng *
         c.dx_pad = 3;
         c.dout_pad = 1;
         run_case(c);
+        /* the 16-byte-vector passes off the packed layout: strides padded by whole vectors */
+        c = tu_sbwd_make(rng, "x head-major, dqkv padded by 8, rot 16 of 64", 2, 45, 2, 64, 17, 17, 16, dt);
+        c.x_order = "bhcnd";
+        c.x_pad = 8;
+        c.dx_pad = 8;
+        run_case(c);
         c = tu_sbwd_make(rng, "x head-major padded, dqkv dim-outer", 2, 13, 3, 8, 2, 5, 4, dt);
         c.x_order = "bhcnd";
         c.x_pad = 2;
