@@ -40,13 +40,16 @@ cudaError_t dswa_bwd_band_launch(const bwd_args &a, dswa_dtype dtype, cudaStream
 bool dswa_cuda_backward_band_takes(const dswa_backward_problem *p, const void *q, const void *k,
                                    const void *v, const void *dout, const void *dq, const void *dk,
                                    const void *dv);
-/* The op's backward from 16-bit inputs to fp32 gradients on the tensor-core family, for the
-   fused block's backward, whose epilogue reads fp32 gradients and rounds once at its store. The
-   gradients' layouts count fp32 elements. Only for problems dswa_cuda_backward_band_takes
-   accepts (the caller asks it first, to pick its scratch's type); the caller has checked
-   everything else. */
+/* The op's backward from 16-bit inputs to fp32 dq and dk on the tensor-core family, for the
+   fused block's backward, whose epilogue transforms them and rounds once at its store; dv in
+   the dtype (the block's gradient of V, as it is). dq's and dk's layouts count fp32 elements.
+   Only for problems dswa_cuda_backward_f32_grads_takes accepts (the caller asks it first, to
+   pick its scratch's type); the caller has checked everything else. */
+bool dswa_cuda_backward_f32_grads_takes(const dswa_backward_problem *p, const void *q, const void *k,
+                                        const void *v, const void *dout, const void *dq,
+                                        const void *dk, const void *dv);
 dswa_status dswa_cuda_backward_f32_grads(const dswa_backward_problem *p, const void *q, const void *k,
                                          const void *v, const void *dout, float *dq, float *dk,
-                                         float *dv, void *workspace, cudaStream_t s);
+                                         void *dv, void *workspace, cudaStream_t s);
 
 #endif

@@ -307,9 +307,18 @@ bool dswa_cuda_backward_band_takes(const dswa_backward_problem *p, const void *q
     return dswa_bwd_band_ok(a, p->fwd.dtype);
 }
 
+bool dswa_cuda_backward_f32_grads_takes(const dswa_backward_problem *p, const void *q, const void *k,
+                                        const void *v, const void *dout, const void *dq,
+                                        const void *dk, const void *dv) {
+    size_t blocks;
+    bwd_args a = args_of(p, q, k, v, dout, (void *)dq, (void *)dk, (void *)dv, NULL, NULL, &blocks);
+    a.f32_grads = 1;
+    return p->fwd.dtype != DSWA_F32 && dswa_bwd_band_ok(a, p->fwd.dtype);
+}
+
 dswa_status dswa_cuda_backward_f32_grads(const dswa_backward_problem *p, const void *q, const void *k,
                                          const void *v, const void *dout, float *dq, float *dk,
-                                         float *dv, void *workspace, cudaStream_t s) {
+                                         void *dv, void *workspace, cudaStream_t s) {
     size_t blocks;
     bwd_args a = args_of(p, q, k, v, dout, dq, dk, dv, NULL, workspace, &blocks);
     a.f32_grads = 1;

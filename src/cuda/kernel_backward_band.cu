@@ -5,8 +5,8 @@
  * kernels, which the launcher there picks between.
  *
  * Entries, each a template over the input type T (__half, __nv_bfloat16; float on TF32) and
- * the gradients' type G (T; or float for the fused block's 16-bit backward, whose epilogue
- * rounds once):
+ * the type G of dq and dk (T; or float for the fused block's 16-bit backward, whose epilogue
+ * transforms them and rounds once; dv is always T: the block's gradient of V as it is):
  *   dswa_bwd_band_queries  per 64 query rows (32 for f32) of one (batch, head): for each
  *                          pair, the scores S against the rows' key band, the exact softmax P
  *                          (max and sum over the whole band, which is in registers), dP =
@@ -429,7 +429,8 @@ __global__ void __launch_bounds__(bb_cfg<T>::THREADS, bb_cfg<T>::MIN_BLOCKS) dsw
     const int clo = -(q0 + wrow), chi = a.n - (q0 + wrow);
     const T *q = bb_slice<const T>(a.q, a.lq, b, h), *k = bb_slice<const T>(a.k, a.lk, b, h);
     const T *v = bb_slice<const T>(a.v, a.lv, b, h), *g = bb_slice<const T>(a.dout, a.ldout, b, h);
-    G *dk = bb_slice<G>(a.dk, a.ldk, b, h), *dv = bb_slice<G>(a.dv, a.ldv, b, h);
+    G *dk = bb_slice<G>(a.dk, a.ldk, b, h);
+    T *dv = bb_slice<T>(a.dv, a.ldv, b, h);
     /* the query kernel's table: written by the previous launch on this stream */
     const float *table = a.table + ((int64_t)b * a.heads + h) * a.n * 6;
     const float sl2 = a.scale * BB_LOG2E;
@@ -498,12 +499,12 @@ static bool rows_aligned(const void *p, const dswa_layout &l, bool with_pair, in
 
 bool dswa_bwd_band_ok(const bwd_args &a, dswa_dtype dtype) {
     const bool f32 = dtype == DSWA_F32;
-    const int in = f32 ? 4 : 8, out = f32 || a.f32_grads ? 4 : 8;
+    const int in = f32 ? 4 : 8, out = f32 || a.f32_grads ? 4 : 8;   /* dv: in */
     return a.dim == BB_DIM &&
            a.wl + a.wr <= DSWA_BAND_MAX_SPAN && rows_aligned(a.q, a.lq, true, in) &&
            rows_aligned(a.k, a.lk, true, in) && rows_aligned(a.v, a.lv, true, in) &&
            rows_aligned(a.dout, a.ldout, false, in) && rows_aligned(a.dq, a.ldq, true, out) &&
-           rows_aligned(a.dk, a.ldk, true, out) && rows_aligned(a.dv, a.ldv, true, out);
+           rows_aligned(a.dk, a.ldk, true, out) && rows_aligned(a.dv, a.ldv, true, in);
 }
 
 template <typename T, typename G, int FP32 = 0> static cudaError_t launch(const bwd_args &a, cudaStream_t s) {
@@ -517,7 +518,7 @@ template <typename T, typename G, int FP32 = 0> static cudaError_t launch(const 
 }
 
 /* Entries: f32 on TF32, or as three TF32 products for DSWA_MATH_FP32; each 16-bit type with
-   gradients in that type, or fp32 (a.f32_grads). */
+   gradients in that type, or dq and dk in fp32 (a.f32_grads). */
 cudaError_t dswa_bwd_band_launch(const bwd_args &a, dswa_dtype dtype, cudaStream_t s) {
     if (dtype == DSWA_F32)
         return a.math == DSWA_MATH_FP32 ? launch<float, float, 1>(a, s) : launch<float, float, 0>(a, s);

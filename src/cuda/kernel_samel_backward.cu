@@ -55,7 +55,10 @@ struct sbwd_args {
                                           the dtype, as the forward rounds it) */
     int copy_vg;                       /* V and dout copied to v, go; 0: the op reads them
                                           where they are */
-    const float *drq, *drk, *dv;       /* step 2's gradients, the same shapes */
+    const float *drq, *drk;            /* step 2's gradients of r_q, r_k, the same shapes */
+    const void *dv;                    /* its summed dV, [b][n][h][d]: fp32, or the dtype (dv_t);
+                                          NULL where the op wrote it into dqkv's chunk 2 */
+    int dv_t;
     double *partial;                   /* [B][H][tiles][DSWA_SAMEL_BWD_PARTS(D)]; NULL: no g */
     dswa_samel_layout x, dx;
     dswa_layout ldout;
@@ -217,7 +220,7 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
         const T *xr = row_at(x, a.x, b, i, h);
         T *dxr = row_at(dx, a.dx, b, i, h);
         const int64_t o = one_row(a, b, i, h);
-        float dr[4][2], xv[4][2], dvv[2];
+        float dr[4][2], xv[4][2];
 #pragma unroll
         for (int k = 0; k < 2; k++) {
             const int d = lane + 32 * k;
@@ -229,14 +232,15 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
                 dr[t][k] = in ? (nm ? a.drk : a.drq)[pair_row(a, b, i, pr, h) + d] : 0.f;
                 xv[t][k] = in ? chunk_at(a, xr, t, d) : 0.f;
             }
-            dvv[k] = in ? a.dv[o + d] : 0.f;
         }
         float cs[2], sn[2];
         lane_angles(l, lane, a.rot_dims, (float)((int64_t)a.pos_offset + i), cs, sn);
 #pragma unroll
         for (int k = 0; k < 2; k++) {   /* chunk 2: the summed dV as it is */
             const int d = lane + 32 * k;
-            if (d < a.dim) dxr[2 * a.dx.chunk + d * a.dx.dim] = dswa_from_f32<T>(dvv[k]);
+            if (d < a.dim && a.dv)
+                dxr[2 * a.dx.chunk + d * a.dx.dim] = dswa_from_f32<T>(
+                    a.dv_t ? dswa_to_f32(((const T *)a.dv)[o + d]) : ((const float *)a.dv)[o + d]);
         }
 #pragma unroll
         for (int t = 0; t < 4; t++) {
@@ -426,9 +430,11 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
     const int i = v.on ? v.i : 0;
     const T *xr = row_at((const T *)a.qkv, a.x, b, i, h) + v.d0;
     T *dxr = row_at((T *)a.dqkv, a.dx, b, i, h) + v.d0;
-    if (v.on) {   /* chunk 2: the summed dV as it is */
+    if (v.on && a.dv) {   /* chunk 2: the summed dV as it is */
         float dvv[8];
-        load8(a.dv + one_row(a, b, i, h) + v.d0, dvv);
+        const int64_t o = one_row(a, b, i, h) + v.d0;
+        if (a.dv_t) load8((const T *)a.dv + o, dvv);
+        else load8((const float *)a.dv + o, dvv);
         store8(dxr + 2 * a.dx.chunk, dvv);
     }
 #pragma unroll
@@ -606,7 +612,7 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
     a.alpha_at[0] = p->q_norm.alpha_at; a.alpha_at[1] = p->k_norm.alpha_at;
     a.rq = (float *)(ws + w.rq); a.rk = (float *)(ws + w.rk);
     a.v = (float *)(ws + w.v); a.go = (float *)(ws + w.dout);
-    a.drq = (float *)(ws + w.drq); a.drk = (float *)(ws + w.drk); a.dv = (float *)(ws + w.dv);
+    a.drq = (float *)(ws + w.drq); a.drk = (float *)(ws + w.drk); a.dv = ws + w.dv;
     a.partial = g ? (double *)(ws + w.partial) : NULL;
     a.x = p->qkv; a.dx = bp->dqkv; a.ldout = bp->dout;
     a.n = p->seq_len; a.heads = p->heads; a.dim = p->head_dim;
@@ -620,7 +626,7 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
        dout are read where they are when the op can take them so (f32: always, the general
        kernels take any strides; 16-bit: where the tensor-core kernels take their rows), else
        copied by the prologue. */
-    const dswa_backward_problem ob = dswa_samel_scratch_backward_problem(p);
+    dswa_backward_problem ob = dswa_samel_scratch_backward_problem(p);
     dswa_backward_problem ob16 = ob, in = ob, in16;
     ob16.fwd.dtype = p->dtype;
     in.fwd.v = (dswa_layout){p->qkv.batch, p->qkv.seq, 0, p->qkv.head, p->qkv.dim};
@@ -630,11 +636,30 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
     const void *v_in = (const char *)qkv + 2 * p->qkv.chunk * (int64_t)es;
     bool band = false, in_place = p->dtype == DSWA_F32;
     if (e->prologue16[0]) {
-        in_place = dswa_cuda_backward_band_takes(&in16, a.rq, a.rk, v_in, dout, a.drq, a.drk, a.dv);
-        band = in_place || dswa_cuda_backward_band_takes(&ob16, a.rq, a.rk, a.v, a.go, a.drq, a.drk, a.dv);
+        in_place = dswa_cuda_backward_f32_grads_takes(&in16, a.rq, a.rk, v_in, dout, a.drq, a.drk, a.dv);
+        band = in_place || dswa_cuda_backward_f32_grads_takes(&ob16, a.rq, a.rk, a.v, a.go, a.drq, a.drk, a.dv);
     }
     a.copy_vg = !in_place;
     const void *op_v = in_place ? v_in : a.v, *op_dout = in_place ? dout : a.go;
+    dswa_backward_problem *op = band ? (in_place ? &in16 : &ob16) : (in_place ? &in : &ob);
+    /* dV straight into dqkv's chunk 2 (in the dtype: the tensor-core kernels write dv so) where
+       the kernels that take the scratch take it there too (f32's general ones take any layout);
+       else into the scratch, in the dtype after the tensor-core kernels, and the epilogue
+       copies it */
+    void *dv_out = (char *)dqkv + 2 * bp->dqkv.chunk * (int64_t)es;
+    dswa_backward_problem direct = *op;
+    direct.dv = (dswa_layout){bp->dqkv.batch, bp->dqkv.seq, 0, bp->dqkv.head, bp->dqkv.dim};
+    const bool dv_direct =
+        band ? dswa_cuda_backward_f32_grads_takes(&direct, a.rq, a.rk, op_v, op_dout, a.drq, a.drk, dv_out)
+        : p->dtype == DSWA_F32 ? !dswa_cuda_backward_band_takes(op, a.rq, a.rk, op_v, op_dout, a.drq, a.drk, a.dv) ||
+                                     dswa_cuda_backward_band_takes(&direct, a.rq, a.rk, op_v, op_dout, a.drq, a.drk, dv_out)
+                               : false;   /* 16-bit on the general kernels: fp32 scratch */
+    void *op_dv = dv_direct ? dv_out : (void *)a.dv;
+    if (dv_direct) {
+        *op = direct;
+        a.dv = NULL;
+    }
+    a.dv_t = band;
 
     /* the vector kernels: head_dim a multiple of 8, RoPE's partner a whole vector away, V and
        dout not copied, the rows they touch 16-byte aligned */
@@ -647,10 +672,10 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
     if ((st = launched("launch of the SAME-L backward's prologue",
                        cudaLaunchKernel(band ? e->prologue16[pv] : e->prologue[pv], grid,
                                         dim3(DSWA_THREADS), args, 0, s))) ||
-        (st = band ? dswa_cuda_backward_f32_grads(in_place ? &in16 : &ob16, a.rq, a.rk, op_v, op_dout,
-                                                  (float *)a.drq, (float *)a.drk, (float *)a.dv, ws + w.op, s)
-                   : dswa_cuda_backward_launch(in_place ? &in : &ob, a.rq, a.rk, op_v, op_dout, (void *)a.drq,
-                                               (void *)a.drk, (void *)a.dv, NULL, ws + w.op, stream)) ||
+        (st = band ? dswa_cuda_backward_f32_grads(op, a.rq, a.rk, op_v, op_dout, (float *)a.drq,
+                                                  (float *)a.drk, op_dv, ws + w.op, s)
+                   : dswa_cuda_backward_launch(op, a.rq, a.rk, op_v, op_dout, (void *)a.drq,
+                                               (void *)a.drk, op_dv, NULL, ws + w.op, stream)) ||
         (st = launched("launch of the SAME-L backward's epilogue",
                        cudaLaunchKernel(e->epilogue[ev], grid, dim3(DSWA_THREADS), args, 0, s))))
         return st;
