@@ -59,10 +59,11 @@ struct sbwd_args {
     const void *dv;                    /* its summed dV, [b][n][h][d]: fp32, or the dtype (dv_t);
                                           NULL where the op wrote it into dqkv's chunk 2 */
     int dv_t;
-    double *partial;                   /* [B][H][tiles][DSWA_SAMEL_BWD_PARTS(D)]; NULL: no g */
+    double *partial;                   /* [B][H][shares][DSWA_SAMEL_BWD_PARTS(D)]; NULL: no g */
     dswa_samel_layout x, dx;
     dswa_layout ldout;
     int n, heads, dim, rot_dims, pos_offset, tiles;
+    int shares;                        /* the epilogue's blocks per (batch, head), one share each */
     float freq[DSWA_AOT_ROPE_FREQS];  /* RoPE's frequencies (dswa_samel_freqs), 0 past rot_dims / 2 */
 };
 
@@ -283,7 +284,7 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
         }
     }
     __syncthreads();
-    double *out = a.partial + (((int64_t)b * a.heads + h) * a.tiles + tile) * (2 * per);
+    double *out = a.partial + (((int64_t)b * a.heads + h) * a.shares + tile) * (2 * per);
     for (int e = threadIdx.x; e < 2 * per; e += DSWA_THREADS) {
         const int nm = e / per, at = e % per;
         double s = 0.0;
@@ -343,10 +344,10 @@ struct vec_lane {
     bool on;   /* row and dims exist: loads and stores; other lanes carry zeros */
     float cs[8], sn[8];
 };
-__device__ __forceinline__ vec_lane vec_lane_of(const sbwd_args &a) {
+__device__ __forceinline__ vec_lane vec_lane_of(const sbwd_args &a, int tile) {
     vec_lane v;
     const int lane = threadIdx.x & 31, c = a.rot_dims / 2;
-    v.i = blockIdx.x * DSWA_BWD_ROWS + (threadIdx.x >> 5) * ROWS_PER_WARP + (lane >> 3);
+    v.i = tile * DSWA_BWD_ROWS + (threadIdx.x >> 5) * ROWS_PER_WARP + (lane >> 3);
     v.d0 = 8 * (lane & 7);
     v.e0 = v.d0 < c ? v.d0 + c : v.d0 < 2 * c ? v.d0 - c : v.d0;
     v.src = (lane & ~7) | (v.e0 >> 3);
@@ -384,7 +385,7 @@ template <typename T> __device__ __forceinline__ void partner8(const float (&y)[
 
 template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_prologue_vec(const sbwd_args a) {
     const int h = blockIdx.y, b = blockIdx.z, c = a.rot_dims / 2;
-    const vec_lane v = vec_lane_of(a);
+    const vec_lane v = vec_lane_of(a, blockIdx.x);
     const T *xr = row_at((const T *)a.qkv, a.x, b, v.on ? v.i : 0, h) + v.d0;
     float xv[4][8];
 #pragma unroll
@@ -419,74 +420,81 @@ template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS
 }
 
 /* Per norm (its two chunks, loads in flight together), then the norms' sums: per row, each
-   lane's terms in fp32 (two chunks a norm) to shared memory; then per block, each entry summed
-   over the 16 rows (and dalpha over the row's lanes) in double, in order. */
-template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_epilogue_vec(const sbwd_args a) {
+   lane's terms in fp32 (two chunks a norm), added over the block's tiles in shared memory, the
+   slots a thread's own; then each entry summed over the slots' 16 rows (and dalpha over the
+   row's lanes) in double, in order. A block owns VEC_TILES tiles of 16 rows: a quarter of the
+   scalar form's shares to write and reduce (at SAME-L's shape 68 MB of them there). */
+#define VEC_TILES 4
+template <typename T> __global__ void __launch_bounds__(DSWA_THREADS, 4) dswa_samel_bwd_epilogue_vec(const sbwd_args a) {
     __shared__ float sg[DSWA_BWD_ROWS][2][2][DSWA_BWD_MAX_DIM];   /* [row][norm][gamma, beta][dim] */
     __shared__ float sa[DSWA_BWD_ROWS][2][8];                     /* [row][norm][lane of the row] */
     const int h = blockIdx.y, b = blockIdx.z, c = a.rot_dims / 2;
     const int row = threadIdx.x >> 3, m = threadIdx.x & 7;
-    const vec_lane v = vec_lane_of(a);
-    const int i = v.on ? v.i : 0;
-    const T *xr = row_at((const T *)a.qkv, a.x, b, i, h) + v.d0;
-    T *dxr = row_at((T *)a.dqkv, a.dx, b, i, h) + v.d0;
-    if (v.on && a.dv) {   /* chunk 2: the summed dV as it is */
-        float dvv[8];
-        const int64_t o = one_row(a, b, i, h) + v.d0;
-        if (a.dv_t) load8((const T *)a.dv + o, dvv);
-        else load8((const float *)a.dv + o, dvv);
-        store8(dxr + 2 * a.dx.chunk, dvv);
-    }
+#pragma unroll 1
+    for (int sub = 0; sub < VEC_TILES; sub++) {
+        const vec_lane v = vec_lane_of(a, blockIdx.x * VEC_TILES + sub);
+        const int i = v.on ? v.i : 0;
+        const T *xr = row_at((const T *)a.qkv, a.x, b, i, h) + v.d0;
+        T *dxr = row_at((T *)a.dqkv, a.dx, b, i, h) + v.d0;
+        if (v.on && a.dv) {   /* chunk 2: the summed dV as it is */
+            float dvv[8];
+            const int64_t o = one_row(a, b, i, h) + v.d0;
+            if (a.dv_t) load8((const T *)a.dv + o, dvv);
+            else load8((const float *)a.dv + o, dvv);
+            store8(dxr + 2 * a.dx.chunk, dvv);
+        }
+#pragma unroll 1
+        for (int nm = 0; nm < 2; nm++) {
+            const float alpha = samel_alpha(a.alpha_at[nm], __float_as_int(a.alpha[nm]));
+            const float *dr_base = nm ? a.drk : a.drq;
+            float dr[2][8], dp[2][8], xv[2][8];
 #pragma unroll
-    for (int nm = 0; nm < 2; nm++) {
-        const float alpha = samel_alpha(a.alpha_at[nm], __float_as_int(a.alpha[nm]));
-        const float *dr_base = nm ? a.drk : a.drq;
-        float dr[2][8], dp[2][8], xv[2][8];
+            for (int pr = 0; pr < 2; pr++) {   /* chunks nm (pair 0) and nm + 3 (pair 1) */
+                const float *drr = dr_base + pair_row(a, b, i, pr, h);
+                if (v.on) {
+                    load8(drr + v.d0, dr[pr]);
+                    if (v.d0 < 2 * c) load8(drr + v.e0, dp[pr]);   /* the partner's dims: an L1 hit */
+                    load8(xr + (int64_t)(nm + 3 * pr) * a.x.chunk, xv[pr]);
+                }
 #pragma unroll
-        for (int pr = 0; pr < 2; pr++) {   /* chunks nm (pair 0) and nm + 3 (pair 1) */
-            const float *drr = dr_base + pair_row(a, b, i, pr, h);
-            if (v.on) {
-                load8(drr + v.d0, dr[pr]);
-                if (v.d0 < 2 * c) load8(drr + v.e0, dp[pr]);   /* the partner's dims: an L1 hit */
-                load8(xr + (int64_t)(nm + 3 * pr) * a.x.chunk, xv[pr]);
+                for (int j = 0; j < 8; j++) {
+                    if (!v.on) dr[pr][j] = xv[pr][j] = 0.f;
+                    if (!v.on || v.d0 >= 2 * c) dp[pr][j] = 0.f;
+                }
             }
+            float da = 0.f, dg[8], db[8];
+#pragma unroll
+            for (int pr = 0; pr < 2; pr++) {
+                float o[8];
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    const int d = v.d0 + j < a.dim ? v.d0 + j : 0;
+                    /* the rotation by -theta, as the scalar epilogue */
+                    const float dy = v.d0 < c       ? fmaf(dr[pr][j], v.cs[j], dp[pr][j] * v.sn[j])
+                                     : v.d0 < 2 * c ? fmaf(dr[pr][j], v.cs[j], -(dp[pr][j] * v.sn[j]))
+                                                    : dr[pr][j];
+                    const float u = samel_tanh<1>(alpha * xv[pr][j]), s = (1.0f - u) * (1.0f + u);
+                    const float du = dy * __ldg(a.gamma[nm] + d);
+                    o[j] = du * alpha * s;
+                    da = fmaf(du * xv[pr][j], s, da);
+                    dg[j] = pr ? fmaf(dy, u, dg[j]) : dy * u;
+                    db[j] = pr ? db[j] + dy : dy;
+                }
+                if (v.on) store8(dxr + (int64_t)(nm + 3 * pr) * a.dx.chunk, o);
+            }
+            sa[row][nm][m] = sub ? sa[row][nm][m] + da : da;
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                if (!v.on) dr[pr][j] = xv[pr][j] = 0.f;
-                if (!v.on || v.d0 >= 2 * c) dp[pr][j] = 0.f;
+                float *gs = &sg[row][nm][0][v.d0 + j], *bs = &sg[row][nm][1][v.d0 + j];
+                *gs = sub ? *gs + dg[j] : dg[j];
+                *bs = sub ? *bs + db[j] : db[j];
             }
-        }
-        float da = 0.f, dg[8], db[8];
-#pragma unroll
-        for (int pr = 0; pr < 2; pr++) {
-            float o[8];
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int d = v.d0 + j < a.dim ? v.d0 + j : 0;
-                /* the rotation by -theta, as the scalar epilogue */
-                const float dy = v.d0 < c       ? fmaf(dr[pr][j], v.cs[j], dp[pr][j] * v.sn[j])
-                                 : v.d0 < 2 * c ? fmaf(dr[pr][j], v.cs[j], -(dp[pr][j] * v.sn[j]))
-                                                : dr[pr][j];
-                const float u = samel_tanh<1>(alpha * xv[pr][j]), s = (1.0f - u) * (1.0f + u);
-                const float du = dy * __ldg(a.gamma[nm] + d);
-                o[j] = du * alpha * s;
-                da = fmaf(du * xv[pr][j], s, da);
-                dg[j] = pr ? fmaf(dy, u, dg[j]) : dy * u;
-                db[j] = pr ? db[j] + dy : dy;
-            }
-            if (v.on) store8(dxr + (int64_t)(nm + 3 * pr) * a.dx.chunk, o);
-        }
-        sa[row][nm][m] = da;
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            sg[row][nm][0][v.d0 + j] = dg[j];
-            sg[row][nm][1][v.d0 + j] = db[j];
         }
     }
     if (!a.partial) return;
     __syncthreads();
     const int per = 1 + 2 * a.dim;
-    double *out = a.partial + (((int64_t)b * a.heads + h) * a.tiles + blockIdx.x) * (2 * per);
+    double *out = a.partial + (((int64_t)b * a.heads + h) * a.shares + blockIdx.x) * (2 * per);
     for (int e = threadIdx.x; e < 2 * per; e += DSWA_THREADS) {
         const int nm = e / per, at = e % per;
         double s = 0.0;
@@ -666,7 +674,9 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
     const bool vec = p->head_dim % 8 == 0 && p->rot_dims % 16 == 0 && !a.copy_vg && rows16(qkv, p->qkv, es);
     const int pv = vec, ev = vec && rows16(dqkv, bp->dqkv, es);
 
+    a.shares = ev ? (a.tiles + VEC_TILES - 1) / VEC_TILES : a.tiles;
     const dim3 grid((unsigned)a.tiles, (unsigned)p->heads, (unsigned)p->batch);
+    const dim3 egrid((unsigned)a.shares, (unsigned)p->heads, (unsigned)p->batch);
     void *args[1] = {&a};
     dswa_status st;
     if ((st = launched("launch of the SAME-L backward's prologue",
@@ -677,11 +687,11 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
                    : dswa_cuda_backward_launch(op, a.rq, a.rk, op_v, op_dout, (void *)a.drq,
                                                (void *)a.drk, op_dv, NULL, ws + w.op, stream)) ||
         (st = launched("launch of the SAME-L backward's epilogue",
-                       cudaLaunchKernel(e->epilogue[ev], grid, dim3(DSWA_THREADS), args, 0, s))))
+                       cudaLaunchKernel(e->epilogue[ev], egrid, dim3(DSWA_THREADS), args, 0, s))))
         return st;
     if (!g) return DSWA_OK;
     const double *partial = a.partial;
-    int64_t blocks = (int64_t)w.blocks;
+    int64_t blocks = (int64_t)p->batch * p->heads * a.shares;   /* within w.blocks */
     int dim = p->head_dim;
     sbwd_grads gg = {gp[0], gp[1], gp[2], gp[3], gp[4], gp[5]};
     void *rargs[4] = {&partial, &blocks, &dim, &gg};
