@@ -9,15 +9,18 @@
  *     op's tensor-core backward takes the problem (exact: r is already rounded to it), else
  *     widened to fp32. V and dout are read in place by the op where it can (f32; 16-bit rows
  *     the tensor-core kernels take), else copied beside r (copy_vg).
- *  2. The op's CUDA backward on that scratch: 16-bit, the tensor-core kernels with fp32
- *     gradients (dswa_cuda_backward_f32_grads); else dswa_cuda_backward_launch's pick (f32: the
+ *  2. The op's CUDA backward on that scratch: 16-bit, the tensor-core kernels with fp32 dr
+ *     (dswa_cuda_backward_f32_grads); else dswa_cuda_backward_launch's pick (f32: the
  *     tensor-core kernels, on TF32 or three TF32 products for DSWA_MATH_FP32, or the general ones);
  *     pairs (q, q_diff) and (k, k_diff), V shared by both with dv.pair == 0 (the summed dV:
- *     chunk 2's gradient), its own table workspace a piece of ours. A 16-bit problem's
- *     gradients are therefore rounded once, when dqkv is stored.
+ *     chunk 2's gradient, written straight into dqkv where the kernels take that layout), its
+ *     own table workspace a piece of ours. A 16-bit problem's gradients are therefore rounded
+ *     once, when dqkv is stored.
  *  3. dswa_samel_bwd_epilogue: per row, RoPE transposed (the rotation by -theta) and DyT's
- *     derivative, written into dqkv in its dtype; each block's share of the norms' sums
- *     (double, a fixed order) into the workspace.
+ *     derivative, written into dqkv in its dtype (chunk 2 copied where step 2 did not write it);
+ *     each block's share of the norms' sums (double, a fixed order) into the workspace.
+ *  Steps 1 and 3 have a second form on 16-byte vectors for aligned rows (SAME-L's layout;
+ *  below, after the scalar one).
  *  4. dswa_samel_bwd_reduce (only with g): one block per norm-gradient element sums the
  *     blocks' shares in a fixed order and writes g's float.
  *
