@@ -62,11 +62,10 @@ struct sbwd_args {
     const void *dv;                    /* its summed dV, [b][n][h][d]: fp32, or the dtype (dv_t);
                                           NULL where the op wrote it into dqkv's chunk 2 */
     int dv_t;
-    double *partial;                   /* [B][H][shares][DSWA_SAMEL_BWD_PARTS(D)]; NULL: no g */
+    double *partial;                   /* [B][H][tiles][DSWA_SAMEL_BWD_PARTS(D)]; NULL: no g */
     dswa_samel_layout x, dx;
     dswa_layout ldout;
     int n, heads, dim, rot_dims, pos_offset, tiles;
-    int shares;                        /* the epilogue's blocks per (batch, head), one share each */
     float freq[DSWA_AOT_ROPE_FREQS];  /* RoPE's frequencies (dswa_samel_freqs), 0 past rot_dims / 2 */
 };
 
@@ -220,7 +219,13 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
     float da[2] = {0.f, 0.f}, dg[2][2] = {{0.f, 0.f}, {0.f, 0.f}}, db[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
     const T *__restrict__ x = (const T *)a.qkv;
     T *__restrict__ dx = (T *)a.dqkv;
-    for (int i = i0; i < i0 + ROWS_PER_WARP && i < a.n; i++) {
+    /* a fixed trip count, rows past n computing zeros: the shuffles stay in converged code
+       (a loop exit on i < n is uniform, but the compiler cannot know it and guards each
+       shuffle as in divergent code) */
+#pragma unroll 1
+    for (int r = 0; r < ROWS_PER_WARP; r++) {
+        const int i = i0 + r;
+        const bool row = i < a.n;   /* else nothing is read or written at row i */
         const T *xr = row_at(x, a.x, b, i, h);
         T *dxr = row_at(dx, a.dx, b, i, h);
         const int64_t o = one_row(a, b, i, h);
@@ -228,7 +233,7 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
 #pragma unroll
         for (int k = 0; k < 2; k++) {
             const int d = lane + 32 * k;
-            const bool in = d < a.dim;
+            const bool in = row && d < a.dim;
 #pragma unroll
             for (int t = 0; t < 4; t++) {
                 int ch, nm, pr;
@@ -242,7 +247,7 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
 #pragma unroll
         for (int k = 0; k < 2; k++) {   /* chunk 2: the summed dV as it is */
             const int d = lane + 32 * k;
-            if (d < a.dim && a.dv)
+            if (row && d < a.dim && a.dv)
                 dxr[2 * a.dx.chunk + d * a.dx.dim] = dswa_from_f32<T>(
                     a.dv_t ? dswa_to_f32(((const T *)a.dv)[o + d]) : ((const float *)a.dv)[o + d]);
         }
@@ -259,14 +264,15 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
                 const float dy = d < c       ? fmaf(dr[t][k], cs[k], p * sn[k])
                                  : d < 2 * c ? fmaf(dr[t][k], cs[k], -(p * sn[k]))
                                              : dr[t][k];
-                if (d >= a.dim) continue;
-                /* u as the forward computes it; 1 - u^2 factored, exact near u = 1 */
-                const float u = samel_tanh<1>(alpha * xv[t][k]), s = (1.0f - u) * (1.0f + u);
-                const float du = dy * l.gamma[nm][k];
-                dxr[(int64_t)ch * a.dx.chunk + d * a.dx.dim] = dswa_from_f32<T>(du * alpha * s);
-                da[nm] = fmaf(du * xv[t][k], s, da[nm]);
-                dg[nm][k] = fmaf(dy, u, dg[nm][k]);
-                db[nm][k] += dy;
+                if (row && d < a.dim) {
+                    /* u as the forward computes it; 1 - u^2 factored, exact near u = 1 */
+                    const float u = samel_tanh<1>(alpha * xv[t][k]), s = (1.0f - u) * (1.0f + u);
+                    const float du = dy * l.gamma[nm][k];
+                    dxr[(int64_t)ch * a.dx.chunk + d * a.dx.dim] = dswa_from_f32<T>(du * alpha * s);
+                    da[nm] = fmaf(du * xv[t][k], s, da[nm]);
+                    dg[nm][k] = fmaf(dy, u, dg[nm][k]);
+                    db[nm][k] += dy;
+                }
             }
         }
     }
@@ -287,7 +293,7 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
         }
     }
     __syncthreads();
-    double *out = a.partial + (((int64_t)b * a.heads + h) * a.shares + tile) * (2 * per);
+    double *out = a.partial + (((int64_t)b * a.heads + h) * a.tiles + tile) * (2 * per);
     for (int e = threadIdx.x; e < 2 * per; e += DSWA_THREADS) {
         const int nm = e / per, at = e % per;
         double s = 0.0;
@@ -422,93 +428,6 @@ template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS
     }
 }
 
-/* Per norm (its two chunks, loads in flight together), then the norms' sums: per row, each
-   lane's terms in fp32 (two chunks a norm), added over the block's tiles in shared memory, the
-   slots a thread's own; then each entry summed over the slots' 16 rows (and dalpha over the
-   row's lanes) in double, in order. A block owns VEC_TILES tiles of 16 rows: a quarter of the
-   scalar form's shares to write and reduce (at SAME-L's shape 68 MB of them there). */
-#define VEC_TILES 4
-template <typename T> __global__ void __launch_bounds__(DSWA_THREADS, 4) dswa_samel_bwd_epilogue_vec(const sbwd_args a) {
-    __shared__ float sg[DSWA_BWD_ROWS][2][2][DSWA_BWD_MAX_DIM];   /* [row][norm][gamma, beta][dim] */
-    __shared__ float sa[DSWA_BWD_ROWS][2][8];                     /* [row][norm][lane of the row] */
-    const int h = blockIdx.y, b = blockIdx.z, c = a.rot_dims / 2;
-    const int row = threadIdx.x >> 3, m = threadIdx.x & 7;
-#pragma unroll 1
-    for (int sub = 0; sub < VEC_TILES; sub++) {
-        const vec_lane v = vec_lane_of(a, blockIdx.x * VEC_TILES + sub);
-        const int i = v.on ? v.i : 0;
-        const T *xr = row_at((const T *)a.qkv, a.x, b, i, h) + v.d0;
-        T *dxr = row_at((T *)a.dqkv, a.dx, b, i, h) + v.d0;
-        if (v.on && a.dv) {   /* chunk 2: the summed dV as it is */
-            float dvv[8];
-            const int64_t o = one_row(a, b, i, h) + v.d0;
-            if (a.dv_t) load8((const T *)a.dv + o, dvv);
-            else load8((const float *)a.dv + o, dvv);
-            store8(dxr + 2 * a.dx.chunk, dvv);
-        }
-#pragma unroll 1
-        for (int nm = 0; nm < 2; nm++) {
-            const float alpha = samel_alpha(a.alpha_at[nm], __float_as_int(a.alpha[nm]));
-            const float *dr_base = nm ? a.drk : a.drq;
-            float dr[2][8], dp[2][8], xv[2][8];
-#pragma unroll
-            for (int pr = 0; pr < 2; pr++) {   /* chunks nm (pair 0) and nm + 3 (pair 1) */
-                const float *drr = dr_base + pair_row(a, b, i, pr, h);
-                if (v.on) {
-                    load8(drr + v.d0, dr[pr]);
-                    if (v.d0 < 2 * c) load8(drr + v.e0, dp[pr]);   /* the partner's dims: an L1 hit */
-                    load8(xr + (int64_t)(nm + 3 * pr) * a.x.chunk, xv[pr]);
-                }
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    if (!v.on) dr[pr][j] = xv[pr][j] = 0.f;
-                    if (!v.on || v.d0 >= 2 * c) dp[pr][j] = 0.f;
-                }
-            }
-            float da = 0.f, dg[8], db[8];
-#pragma unroll
-            for (int pr = 0; pr < 2; pr++) {
-                float o[8];
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    const int d = v.d0 + j < a.dim ? v.d0 + j : 0;
-                    /* the rotation by -theta, as the scalar epilogue */
-                    const float dy = v.d0 < c       ? fmaf(dr[pr][j], v.cs[j], dp[pr][j] * v.sn[j])
-                                     : v.d0 < 2 * c ? fmaf(dr[pr][j], v.cs[j], -(dp[pr][j] * v.sn[j]))
-                                                    : dr[pr][j];
-                    const float u = samel_tanh<1>(alpha * xv[pr][j]), s = (1.0f - u) * (1.0f + u);
-                    const float du = dy * __ldg(a.gamma[nm] + d);
-                    o[j] = du * alpha * s;
-                    da = fmaf(du * xv[pr][j], s, da);
-                    dg[j] = pr ? fmaf(dy, u, dg[j]) : dy * u;
-                    db[j] = pr ? db[j] + dy : dy;
-                }
-                if (v.on) store8(dxr + (int64_t)(nm + 3 * pr) * a.dx.chunk, o);
-            }
-            sa[row][nm][m] = sub ? sa[row][nm][m] + da : da;
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                float *gs = &sg[row][nm][0][v.d0 + j], *bs = &sg[row][nm][1][v.d0 + j];
-                *gs = sub ? *gs + dg[j] : dg[j];
-                *bs = sub ? *bs + db[j] : db[j];
-            }
-        }
-    }
-    if (!a.partial) return;
-    __syncthreads();
-    const int per = 1 + 2 * a.dim;
-    double *out = a.partial + (((int64_t)b * a.heads + h) * a.shares + blockIdx.x) * (2 * per);
-    for (int e = threadIdx.x; e < 2 * per; e += DSWA_THREADS) {
-        const int nm = e / per, at = e % per;
-        double s = 0.0;
-        for (int r = 0; r < DSWA_BWD_ROWS; r++)
-            if (at == 0)
-                for (int l = 0; l < 8; l++) s += (double)sa[r][nm][l];
-            else s += (double)sg[r][nm][at > a.dim][(at - 1) % a.dim];
-        out[e] = s;
-    }
-}
-
 /* ---- 4: the norms' gradients -------------------------------------------------------------- */
 
 /* g's six pointers: q_norm's dalpha, dgamma, dbeta, then k_norm's. */
@@ -542,13 +461,13 @@ __global__ void __launch_bounds__(REDUCE_THREADS) dswa_samel_bwd_reduce(const do
 
 #define SBWD_DTYPES(X) X(DSWA_F32, float) X(DSWA_F16, __half) X(DSWA_BF16, __nv_bfloat16)
 /* prologue: fp32 scratch; prologue16: scratch in the dtype (16-bit only); [1]: on vectors */
-struct sbwd_entry { dswa_dtype dtype; const void *prologue[2], *prologue16[2], *epilogue[2]; };
+struct sbwd_entry { dswa_dtype dtype; const void *prologue[2], *prologue16[2], *epilogue; };
 #define SBWD_ENTRY(dt, T)                                                                        \
     {dt,                                                                                         \
      {(const void *)dswa_samel_bwd_prologue<T, float>, (const void *)dswa_samel_bwd_prologue_vec<T, float>}, \
      {sizeof(T) == 2 ? (const void *)dswa_samel_bwd_prologue<T, T> : NULL,                     \
       sizeof(T) == 2 ? (const void *)dswa_samel_bwd_prologue_vec<T, T> : NULL},                 \
-     {(const void *)dswa_samel_bwd_epilogue<T>, (const void *)dswa_samel_bwd_epilogue_vec<T>}},
+     (const void *)dswa_samel_bwd_epilogue<T>},
 static const sbwd_entry entries[] = {SBWD_DTYPES(SBWD_ENTRY)};
 
 /* Whether the vector kernels take a packed buffer: every row 16-byte aligned, unit dim stride. */
@@ -672,14 +591,11 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
     }
     a.dv_t = band;
 
-    /* the vector kernels: head_dim a multiple of 8, RoPE's partner a whole vector away, V and
-       dout not copied, the rows they touch 16-byte aligned */
-    const bool vec = p->head_dim % 8 == 0 && p->rot_dims % 16 == 0 && !a.copy_vg && rows16(qkv, p->qkv, es);
-    const int pv = vec, ev = vec && rows16(dqkv, bp->dqkv, es);
+    /* the vector prologue: head_dim a multiple of 8, RoPE's partner a whole vector away, V and
+       dout not copied, the input's rows 16-byte aligned */
+    const int pv = p->head_dim % 8 == 0 && p->rot_dims % 16 == 0 && !a.copy_vg && rows16(qkv, p->qkv, es);
 
-    a.shares = ev ? (a.tiles + VEC_TILES - 1) / VEC_TILES : a.tiles;
     const dim3 grid((unsigned)a.tiles, (unsigned)p->heads, (unsigned)p->batch);
-    const dim3 egrid((unsigned)a.shares, (unsigned)p->heads, (unsigned)p->batch);
     void *args[1] = {&a};
     dswa_status st;
     if ((st = launched("launch of the SAME-L backward's prologue",
@@ -690,11 +606,11 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
                    : dswa_cuda_backward_launch(op, a.rq, a.rk, op_v, op_dout, (void *)a.drq,
                                                (void *)a.drk, op_dv, NULL, ws + w.op, stream)) ||
         (st = launched("launch of the SAME-L backward's epilogue",
-                       cudaLaunchKernel(e->epilogue[ev], egrid, dim3(DSWA_THREADS), args, 0, s))))
+                       cudaLaunchKernel(e->epilogue, grid, dim3(DSWA_THREADS), args, 0, s))))
         return st;
     if (!g) return DSWA_OK;
     const double *partial = a.partial;
-    int64_t blocks = (int64_t)p->batch * p->heads * a.shares;   /* within w.blocks */
+    int64_t blocks = (int64_t)w.blocks;
     int dim = p->head_dim;
     sbwd_grads gg = {gp[0], gp[1], gp[2], gp[3], gp[4], gp[5]};
     void *rargs[4] = {&partial, &blocks, &dim, &gg};
