@@ -211,7 +211,7 @@ template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS
    run), and the block's share of every sum is the warps' in warp order. Entry layout per
    norm: dalpha, dgamma[D], dbeta[D]. Per row, every load first, as in the prologue; dr's
    partner by shuffle. */
-template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_epilogue(const sbwd_args a) {
+template <typename T, int UNIT> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_epilogue(const sbwd_args a) {
     const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31, i0 = tile * DSWA_BWD_ROWS + warp * ROWS_PER_WARP;
     const int c = a.rot_dims / 2;
@@ -219,6 +219,9 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
     float da[2] = {0.f, 0.f}, dg[2][2] = {{0.f, 0.f}, {0.f, 0.f}}, db[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
     const T *__restrict__ x = (const T *)a.qkv;
     T *__restrict__ dx = (T *)a.dqkv;
+    /* UNIT: x and dqkv with unit dim stride (SAME-L's), so that a lane's addresses are a row's
+       base plus constants */
+    const int64_t xs = UNIT ? 1 : a.x.dim, dxs = UNIT ? 1 : a.dx.dim;
     /* a fixed trip count, rows past n computing zeros: the shuffles stay in converged code
        (a loop exit on i < n is uniform, but the compiler cannot know it and guards each
        shuffle as in divergent code) */
@@ -239,7 +242,7 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
                 int ch, nm, pr;
                 chunk_of(t, &ch, &nm, &pr);
                 dr[t][k] = in ? (nm ? a.drk : a.drq)[pair_row(a, b, i, pr, h) + d] : 0.f;
-                xv[t][k] = in ? chunk_at(a, xr, t, d) : 0.f;
+                xv[t][k] = in ? dswa_to_f32(xr[(int64_t)ch * a.x.chunk + d * xs]) : 0.f;
             }
         }
         float cs[2], sn[2];
@@ -248,7 +251,7 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
         for (int k = 0; k < 2; k++) {   /* chunk 2: the summed dV as it is */
             const int d = lane + 32 * k;
             if (row && d < a.dim && a.dv)
-                dxr[2 * a.dx.chunk + d * a.dx.dim] = dswa_from_f32<T>(
+                dxr[2 * a.dx.chunk + d * dxs] = dswa_from_f32<T>(
                     a.dv_t ? dswa_to_f32(((const T *)a.dv)[o + d]) : ((const float *)a.dv)[o + d]);
         }
 #pragma unroll
@@ -268,7 +271,7 @@ template <typename T> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel
                     /* u as the forward computes it; 1 - u^2 factored, exact near u = 1 */
                     const float u = samel_tanh<1>(alpha * xv[t][k]), s = (1.0f - u) * (1.0f + u);
                     const float du = dy * l.gamma[nm][k];
-                    dxr[(int64_t)ch * a.dx.chunk + d * a.dx.dim] = dswa_from_f32<T>(du * alpha * s);
+                    dxr[(int64_t)ch * a.dx.chunk + d * dxs] = dswa_from_f32<T>(du * alpha * s);
                     da[nm] = fmaf(du * xv[t][k], s, da[nm]);
                     dg[nm][k] = fmaf(dy, u, dg[nm][k]);
                     db[nm][k] += dy;
@@ -461,13 +464,13 @@ __global__ void __launch_bounds__(REDUCE_THREADS) dswa_samel_bwd_reduce(const do
 
 #define SBWD_DTYPES(X) X(DSWA_F32, float) X(DSWA_F16, __half) X(DSWA_BF16, __nv_bfloat16)
 /* prologue: fp32 scratch; prologue16: scratch in the dtype (16-bit only); [1]: on vectors */
-struct sbwd_entry { dswa_dtype dtype; const void *prologue[2], *prologue16[2], *epilogue; };
+struct sbwd_entry { dswa_dtype dtype; const void *prologue[2], *prologue16[2], *epilogue[2]; };
 #define SBWD_ENTRY(dt, T)                                                                        \
     {dt,                                                                                         \
      {(const void *)dswa_samel_bwd_prologue<T, float>, (const void *)dswa_samel_bwd_prologue_vec<T, float>}, \
      {sizeof(T) == 2 ? (const void *)dswa_samel_bwd_prologue<T, T> : NULL,                     \
       sizeof(T) == 2 ? (const void *)dswa_samel_bwd_prologue_vec<T, T> : NULL},                 \
-     (const void *)dswa_samel_bwd_epilogue<T>},
+     {(const void *)dswa_samel_bwd_epilogue<T, 0>, (const void *)dswa_samel_bwd_epilogue<T, 1>}},
 static const sbwd_entry entries[] = {SBWD_DTYPES(SBWD_ENTRY)};
 
 /* Whether the vector kernels take a packed buffer: every row 16-byte aligned, unit dim stride. */
@@ -606,7 +609,8 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
                    : dswa_cuda_backward_launch(op, a.rq, a.rk, op_v, op_dout, (void *)a.drq,
                                                (void *)a.drk, op_dv, NULL, ws + w.op, stream)) ||
         (st = launched("launch of the SAME-L backward's epilogue",
-                       cudaLaunchKernel(e->epilogue, grid, dim3(DSWA_THREADS), args, 0, s))))
+                       cudaLaunchKernel(e->epilogue[p->qkv.dim == 1 && bp->dqkv.dim == 1], grid,
+                                        dim3(DSWA_THREADS), args, 0, s))))
         return st;
     if (!g) return DSWA_OK;
     const double *partial = a.partial;
