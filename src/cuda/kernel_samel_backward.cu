@@ -19,8 +19,8 @@
  *  3. dswa_samel_bwd_epilogue: per row, RoPE transposed (the rotation by -theta) and DyT's
  *     derivative, written into dqkv in its dtype (chunk 2 copied where step 2 did not write it);
  *     each block's share of the norms' sums (double, a fixed order) into the workspace.
- *  Steps 1 and 3 have a second form on 16-byte vectors for aligned rows (SAME-L's layout;
- *  below, after the scalar one).
+ *  Step 1 has a second form on 16-byte vectors for aligned rows (SAME-L's layout; below, after
+ *  the scalar one), step 3 a specialisation for unit dim strides.
  *  4. dswa_samel_bwd_reduce (only with g): one block per norm-gradient element sums the
  *     blocks' shares in a fixed order and writes g's float.
  *
@@ -305,16 +305,17 @@ template <typename T, int UNIT> __global__ void __launch_bounds__(DSWA_THREADS) 
     }
 }
 
-/* ---- 1 and 3 on 16-byte vectors ---------------------------------------------------------- */
+/* ---- 1 on 16-byte vectors ---------------------------------------------------------------- */
 
-/* The same two passes where every row is 16-byte aligned with unit dim stride, head_dim a
-   multiple of 8 and rot_dims of 16 (SAME-L's layout; sbwd_vec_ok is the rule): a lane owns 8
-   consecutive dims of one row, a warp 4 rows at once (8 lanes a row), so a row's loads are a
-   few 16-byte ones all in flight and RoPE's partner vector (dims +- c, c a multiple of 8) is
-   another lane of the same row. The scalar kernels above spend about as many instructions on
-   addressing, 2-byte loads and shuffles as on the math (docs/PERF.md section 7). Every element
-   is computed by the same expressions as there, so r and dqkv are bitwise the scalar kernels';
-   only the norms' sums are added in another (fixed) order. */
+/* The prologue where every row of x is 16-byte aligned with unit dim stride, head_dim a
+   multiple of 8 and rot_dims of 16 (SAME-L's layout; the launcher's pv is the rule): a lane
+   owns 8 consecutive dims of one row, a warp 4 rows at once (8 lanes a row), so a row's loads
+   are a few 16-byte ones all in flight and RoPE's partner vector (dims +- c, c a multiple of 8)
+   is another lane of the same row. Every element is computed by the scalar form's expressions,
+   so r is bitwise the same. Measured 11 % faster than the scalar form (29 % fewer
+   instructions; the math per element is the same). The epilogue's vector form measured 26 %
+   slower (its four fp32 arrays of 8 dims a lane: 128 registers, latency-bound) and was
+   removed (docs/PERF.md section 7). */
 static_assert(ROWS_PER_WARP == 4 && DSWA_BWD_MAX_DIM == 64, "a warp's 32 lanes: 4 rows of 8 vectors of 8 dims");
 
 /* Eight consecutive elements (16-byte aligned) to floats and back: one 16-byte access for a
@@ -356,10 +357,10 @@ struct vec_lane {
     bool on;   /* row and dims exist: loads and stores; other lanes carry zeros */
     float cs[8], sn[8];
 };
-__device__ __forceinline__ vec_lane vec_lane_of(const sbwd_args &a, int tile) {
+__device__ __forceinline__ vec_lane vec_lane_of(const sbwd_args &a) {
     vec_lane v;
     const int lane = threadIdx.x & 31, c = a.rot_dims / 2;
-    v.i = tile * DSWA_BWD_ROWS + (threadIdx.x >> 5) * ROWS_PER_WARP + (lane >> 3);
+    v.i = blockIdx.x * DSWA_BWD_ROWS + (threadIdx.x >> 5) * ROWS_PER_WARP + (lane >> 3);
     v.d0 = 8 * (lane & 7);
     v.e0 = v.d0 < c ? v.d0 + c : v.d0 < 2 * c ? v.d0 - c : v.d0;
     v.src = (lane & ~7) | (v.e0 >> 3);
@@ -397,7 +398,7 @@ template <typename T> __device__ __forceinline__ void partner8(const float (&y)[
 
 template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_prologue_vec(const sbwd_args a) {
     const int h = blockIdx.y, b = blockIdx.z, c = a.rot_dims / 2;
-    const vec_lane v = vec_lane_of(a, blockIdx.x);
+    const vec_lane v = vec_lane_of(a);
     const T *xr = row_at((const T *)a.qkv, a.x, b, v.on ? v.i : 0, h) + v.d0;
     float xv[4][8];
 #pragma unroll
