@@ -22,7 +22,7 @@ struct bwd_args {
     float *dlambda;    /* device float or NULL */
     dswa_layout lq, lk, lv, ldout, ldq, ldk, ldv;
     int batch, n, heads, dim, wl, wr, tiles, sum_dv;
-    int f32_grads;     /* dq, dk, dv are fp32 (the tensor-core family only; see below) */
+    int f32_grads;     /* dq and dk are fp32, dv in the dtype (the tensor-core family only; see below) */
     dswa_math math;    /* the problem's: f32 on TF32, or three TF32 products for DSWA_MATH_FP32 */
     float scale, lambda;
 };
