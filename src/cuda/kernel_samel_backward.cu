@@ -349,7 +349,7 @@ template <> __device__ __forceinline__ void store8<float>(float *p, const float 
     ((float4 *)p)[1] = make_float4(v[4], v[5], v[6], v[7]);
 }
 
-/* What a lane of the vector kernels owns: row i (4 rows a warp), dims d0 .. d0 + 7, RoPE's
+/* What a lane of the vector prologue owns: row i (4 rows a warp), dims d0 .. d0 + 7, RoPE's
    partner vector at dims e0 (d0 itself where RoPE passes through) on lane `src`, and the
    angles' sin and cos of its dims at position i (cos 1, sin 0 where RoPE passes through). */
 struct vec_lane {
