@@ -37,6 +37,7 @@
  * Nothing here allocates or synchronizes: a call is capturable in a CUDA graph.
  */
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "core/internal.h"
@@ -65,7 +66,9 @@ struct sbwd_args {
     double *partial;                   /* [B][H][tiles][DSWA_SAMEL_BWD_PARTS(D)]; NULL: no g */
     dswa_samel_layout x, dx;
     dswa_layout ldout;
-    int n, heads, dim, rot_dims, pos_offset, tiles;
+    int n, heads, dim, rot_dims, pos_offset;
+    int tiles;                         /* epilogue blocks along the sequence */
+    int small_angles;                  /* every angle of the call within SAMEL_SMALL_ANGLE */
     float freq[DSWA_AOT_ROPE_FREQS];  /* RoPE's frequencies (dswa_samel_freqs), 0 past rot_dims / 2 */
 };
 
@@ -95,10 +98,20 @@ __device__ __forceinline__ T *row_at(T *base, const L &l, int b, int i, int h) {
 
 /* The geometry of kernels 1 and 3: lane holds dims d = lane + 32 k (k = 0, 1) of a row. RoPE's
    partner of dim d is e = d + c (d < c) or d - c (c <= d < 2c), held by lane e & 31 at k = e >> 5:
-   fetched with two shuffles rather than loaded and transformed again. Called by whole warps. */
-__device__ __forceinline__ float lane_partner(const float (&y)[2], int e) {
-    const float p0 = __shfl_sync(0xffffffffu, y[0], e & 31), p1 = __shfl_sync(0xffffffffu, y[1], e & 31);
-    return e >> 5 ? p1 : p0;
+   fetched by shuffles rather than loaded and transformed again. p[k] is read only where dim k
+   rotates. Where rot_dims <= 32 (SAME-L's) those dims and their partners are all at k = 0: one
+   shuffle, not four. Called by whole warps. */
+__device__ __forceinline__ void lane_partners(const float (&y)[2], const int (&e)[2], int rot_dims, float (&p)[2]) {
+    if (rot_dims <= 32) {
+        p[0] = __shfl_sync(0xffffffffu, y[0], e[0] & 31);
+        p[1] = y[1];
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const float p0 = __shfl_sync(0xffffffffu, y[0], e[k] & 31), p1 = __shfl_sync(0xffffffffu, y[1], e[k] & 31);
+        p[k] = e[k] >> 5 ? p1 : p0;
+    }
 }
 
 /* What a lane keeps through its rows: inv_freq, the partner e of its dims, both norms' gamma
@@ -136,58 +149,73 @@ __device__ __forceinline__ float chunk_at(const sbwd_args &a, const T *xr, int t
     return dswa_to_f32(xr[(int64_t)ch * a.x.chunk + d * a.x.dim]);
 }
 
-/* The angle's sin and cos of the lane's dims at pos (cos 1, sin 0 where RoPE passes through). */
-__device__ __forceinline__ void lane_angles(const lane_norms &l, int lane, int rot_dims, float pos,
+/* The angles' sin and cos of the lane's dims at pos, read only where a dim rotates (lanes that
+   pass through get cos 1, sin 0, or those of angle 0 beside rotating lanes). Both branches are
+   the warp's: a half of 32 dims with none rotating, and the call's angles all small (one test
+   per call, not per angle: the bits are samel_sincos's). */
+__device__ __forceinline__ void lane_angles(const sbwd_args &a, const lane_norms &l, float pos,
                                             float (&cs)[2], float (&sn)[2]) {
 #pragma unroll
     for (int k = 0; k < 2; k++) {
         cs[k] = 1.f;
         sn[k] = 0.f;
-        if (lane + 32 * k < rot_dims) samel_sincos(pos * l.invf[k], &sn[k], &cs[k]);
+        if (32 * k >= a.rot_dims) continue;
+        if (a.small_angles) samel_sincos_small(pos * l.invf[k], &sn[k], &cs[k]);
+        else samel_sincos(pos * l.invf[k], &sn[k], &cs[k]);
     }
 }
 
 /* ---- 1: the prologue ---------------------------------------------------------------------- */
 
+/* RoPE at a dim from its value y, its partner's w and the sine signed by the dim's place in its
+   pair (-sin for the first, sin for the second): samel_rotate's result, bitwise, with a select
+   where the lanes of a warp hold both places, not a branch. */
+__device__ __forceinline__ float rope_at(float y, float w, float cs, float ssn) { return fmaf(y, cs, w * ssn); }
+
 /* Per row, every load first (four chunks, V and dout: in flight together), then DyT and RoPE
-   with the forward's functions and roundings (samel_element's, the partner's y by shuffle), so
-   that r is the forward's r. */
-template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_prologue(const sbwd_args a) {
+   with the forward's functions and roundings (samel_element's; tanh as the forward's kernel
+   computes it, APPROX: dswa_samel_kernel_tanh_approx; the partner's y by shuffle), so that r is
+   the forward's r. The row loop has a fixed trip count, rows past n computing zeros, so that
+   its shuffles stay in converged code (the epilogue's reason, below). */
+template <typename T, typename S, int APPROX>
+__global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_prologue(const sbwd_args a) {
     const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31, i0 = tile * DSWA_BWD_ROWS + warp * ROWS_PER_WARP;
     const int c = a.rot_dims / 2;
     const lane_norms l = lane_norms_of(a, lane);
     const T *__restrict__ x = (const T *)a.qkv, *__restrict__ dout = (const T *)a.dout;
-    for (int i = i0; i < i0 + ROWS_PER_WARP && i < a.n; i++) {
+#pragma unroll 1
+    for (int q = 0; q < ROWS_PER_WARP; q++) {
+        const int i = i0 + q;
+        const bool row = i < a.n;   /* else nothing is read or written at row i */
         const T *xr = row_at(x, a.x, b, i, h), *gr = row_at(dout, a.ldout, b, i, h);
         float xv[4][2], vv[2], gv[2];
 #pragma unroll
         for (int k = 0; k < 2; k++) {
             const int d = lane + 32 * k;
-            const bool in = d < a.dim;
+            const bool in = row && d < a.dim;
 #pragma unroll
             for (int t = 0; t < 4; t++) xv[t][k] = in ? chunk_at(a, xr, t, d) : 0.f;
             vv[k] = in && a.copy_vg ? dswa_to_f32(xr[2 * a.x.chunk + d * a.x.dim]) : 0.f;
             gv[k] = in && a.copy_vg ? dswa_to_f32(gr[d * a.ldout.dim]) : 0.f;
         }
         float cs[2], sn[2];
-        lane_angles(l, lane, a.rot_dims, (float)((int64_t)a.pos_offset + i), cs, sn);
+        lane_angles(a, l, (float)((int64_t)a.pos_offset + i), cs, sn);
 #pragma unroll
         for (int t = 0; t < 4; t++) {
             int ch, nm, pr;
             chunk_of(t, &ch, &nm, &pr);
-            float y[2];
+            float y[2], w[2];
 #pragma unroll
             for (int k = 0; k < 2; k++)
-                y[k] = samel_round<T>(samel_dyt<1>(xv[t][k], l.alpha[nm], l.gamma[nm][k], l.beta[nm][k]));
+                y[k] = samel_round<T>(samel_dyt<APPROX ? 0 : 1>(xv[t][k], l.alpha[nm], l.gamma[nm][k], l.beta[nm][k]));
+            lane_partners(y, l.e, a.rot_dims, w);
             S *dst = (S *)(nm ? a.rk : a.rq) + pair_row(a, b, i, pr, h);
 #pragma unroll
             for (int k = 0; k < 2; k++) {
                 const int d = lane + 32 * k;
-                float r = y[k], w = lane_partner(y, l.e[k]);
-                if (d < c) samel_rotate(&r, &w, cs[k], sn[k]);
-                else if (d < 2 * c) samel_rotate(&w, &r, cs[k], sn[k]);
-                if (d < a.dim) dst[d] = dswa_from_f32<S>(d < 2 * c ? samel_round<T>(r) : r);
+                const float r = d < 2 * c ? samel_round<T>(rope_at(y[k], w[k], cs[k], d < c ? -sn[k] : sn[k])) : y[k];
+                if (row && d < a.dim) dst[d] = dswa_from_f32<S>(r);
             }
         }
         if (!a.copy_vg) continue;
@@ -195,7 +223,7 @@ template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS
 #pragma unroll
         for (int k = 0; k < 2; k++) {
             const int d = lane + 32 * k;
-            if (d < a.dim) {
+            if (row && d < a.dim) {
                 ((S *)a.v)[o + d] = dswa_from_f32<S>(vv[k]);
                 ((S *)a.go)[o + d] = dswa_from_f32<S>(gv[k]);
             }
@@ -205,15 +233,22 @@ template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS
 
 /* ---- 3: the epilogue ---------------------------------------------------------------------- */
 
-/* Per block of DSWA_BWD_ROWS rows of one (batch, head): each lane adds its dims' terms over its
-   warp's rows in order (row, chunk) in fp32 (8 terms per sum; in double, the conversions cost
-   3 % of the call), then in double: dalpha over the lanes (a butterfly: the same order every
-   run), and the block's share of every sum is the warps' in warp order. Entry layout per
-   norm: dalpha, dgamma[D], dbeta[D]. Per row, every load first, as in the prologue; dr's
-   partner by shuffle. */
-template <typename T, int UNIT> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_epilogue(const sbwd_args a) {
+/* Per block of DSWA_SAMEL_BWD_SHARE_ROWS positions of one (batch, head), in groups of
+   DSWA_BWD_ROWS rows (a warp 4 consecutive rows of each, as kernel 1): each lane adds its
+   dims' terms over its warp's rows in order (group, row, chunk) in fp32, then in double: dalpha
+   over the lanes (a butterfly: the same order every run), and the block's share of every sum
+   is the warps' in warp order. Entry layout per norm: dalpha, dgamma[D], dbeta[D]. A share of
+   64 positions, not 16: a quarter of the partial sums to write and reduce (the reduction
+   measured 62 us with 16-row shares, 18 with 64-row ones, bf16 at L = 1292). Per row, every
+   load first, as in the prologue; dr's partner by shuffle. The row loop has a fixed trip
+   count, rows past n computing zeros: a loop exit on i < n is uniform, but the compiler cannot
+   know it and guards each shuffle as in divergent code. A lane outside the row or the head
+   (in false) has dr = x = 0, so its terms are 0 and only its stores are skipped: no branches
+   around the math. */
+#define SHARE_GROUPS (DSWA_SAMEL_BWD_SHARE_ROWS / DSWA_BWD_ROWS)
+template <typename T, int UNIT> __global__ void __launch_bounds__(DSWA_THREADS, UNIT ? 8 : 6) dswa_samel_bwd_epilogue(const sbwd_args a) {
     const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
-    const int lane = threadIdx.x & 31, i0 = tile * DSWA_BWD_ROWS + warp * ROWS_PER_WARP;
+    const int lane = threadIdx.x & 31, i0 = tile * DSWA_SAMEL_BWD_SHARE_ROWS + warp * ROWS_PER_WARP;
     const int c = a.rot_dims / 2;
     const lane_norms l = lane_norms_of(a, lane);
     float da[2] = {0.f, 0.f}, dg[2][2] = {{0.f, 0.f}, {0.f, 0.f}}, db[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
@@ -222,35 +257,35 @@ template <typename T, int UNIT> __global__ void __launch_bounds__(DSWA_THREADS) 
     /* UNIT: x and dqkv with unit dim stride (SAME-L's), so that a lane's addresses are a row's
        base plus constants */
     const int64_t xs = UNIT ? 1 : a.x.dim, dxs = UNIT ? 1 : a.dx.dim;
-    /* a fixed trip count, rows past n computing zeros: the shuffles stay in converged code
-       (a loop exit on i < n is uniform, but the compiler cannot know it and guards each
-       shuffle as in divergent code) */
 #pragma unroll 1
-    for (int r = 0; r < ROWS_PER_WARP; r++) {
-        const int i = i0 + r;
+    for (int q = 0; q < SHARE_GROUPS * ROWS_PER_WARP; q++) {
+        const int i = i0 + q / ROWS_PER_WARP * DSWA_BWD_ROWS + q % ROWS_PER_WARP;
         const bool row = i < a.n;   /* else nothing is read or written at row i */
         const T *xr = row_at(x, a.x, b, i, h);
         T *dxr = row_at(dx, a.dx, b, i, h);
         const int64_t o = one_row(a, b, i, h);
         float dr[4][2], xv[4][2];
+        bool in[2];
 #pragma unroll
         for (int k = 0; k < 2; k++) {
             const int d = lane + 32 * k;
-            const bool in = row && d < a.dim;
+            in[k] = row && d < a.dim;
 #pragma unroll
             for (int t = 0; t < 4; t++) {
                 int ch, nm, pr;
                 chunk_of(t, &ch, &nm, &pr);
-                dr[t][k] = in ? (nm ? a.drk : a.drq)[pair_row(a, b, i, pr, h) + d] : 0.f;
-                xv[t][k] = in ? dswa_to_f32(xr[(int64_t)ch * a.x.chunk + d * xs]) : 0.f;
+                dr[t][k] = in[k] ? (nm ? a.drk : a.drq)[pair_row(a, b, i, pr, h) + d] : 0.f;
+                xv[t][k] = in[k] ? dswa_to_f32(xr[(int64_t)ch * a.x.chunk + d * xs]) : 0.f;
             }
         }
         float cs[2], sn[2];
-        lane_angles(l, lane, a.rot_dims, (float)((int64_t)a.pos_offset + i), cs, sn);
+        lane_angles(a, l, (float)((int64_t)a.pos_offset + i), cs, sn);
+#pragma unroll
+        for (int k = 0; k < 2; k++) sn[k] = lane + 32 * k < c ? sn[k] : -sn[k];   /* the rotation by -theta */
 #pragma unroll
         for (int k = 0; k < 2; k++) {   /* chunk 2: the summed dV as it is */
             const int d = lane + 32 * k;
-            if (row && d < a.dim && a.dv)
+            if (in[k] && a.dv)
                 dxr[2 * a.dx.chunk + d * dxs] = dswa_from_f32<T>(
                     a.dv_t ? dswa_to_f32(((const T *)a.dv)[o + d]) : ((const float *)a.dv)[o + d]);
         }
@@ -259,23 +294,21 @@ template <typename T, int UNIT> __global__ void __launch_bounds__(DSWA_THREADS) 
             int ch, nm, pr;
             chunk_of(t, &ch, &nm, &pr);
             const float alpha = l.alpha[nm];
+            float p[2];
+            lane_partners(dr[t], l.e, a.rot_dims, p);
 #pragma unroll
             for (int k = 0; k < 2; k++) {
                 const int d = lane + 32 * k;
-                /* the rotation by -theta: dy_j = dr_j cos + dr_j+c sin, dy_j+c = dr_j+c cos - dr_j sin */
-                const float p = lane_partner(dr[t], l.e[k]);
-                const float dy = d < c       ? fmaf(dr[t][k], cs[k], p * sn[k])
-                                 : d < 2 * c ? fmaf(dr[t][k], cs[k], -(p * sn[k]))
-                                             : dr[t][k];
-                if (row && d < a.dim) {
-                    /* u as the forward computes it; 1 - u^2 factored, exact near u = 1 */
-                    const float u = samel_tanh<1>(alpha * xv[t][k]), s = (1.0f - u) * (1.0f + u);
-                    const float du = dy * l.gamma[nm][k];
-                    dxr[(int64_t)ch * a.dx.chunk + d * dxs] = dswa_from_f32<T>(du * alpha * s);
-                    da[nm] = fmaf(du * xv[t][k], s, da[nm]);
-                    dg[nm][k] = fmaf(dy, u, dg[nm][k]);
-                    db[nm][k] += dy;
-                }
+                /* dy_j = dr_j cos + dr_j+c sin, dy_j+c = dr_j+c cos - dr_j sin (sn signed above: one
+                   select, not branches) */
+                const float dy = d < 2 * c ? fmaf(dr[t][k], cs[k], p[k] * sn[k]) : dr[t][k];
+                /* u as the forward computes it with fp32 math; 1 - u^2 factored, exact near u = 1 */
+                const float u = samel_tanh<1>(alpha * xv[t][k]), s = (1.0f - u) * (1.0f + u);
+                const float du = dy * l.gamma[nm][k];
+                if (in[k]) dxr[(int64_t)ch * a.dx.chunk + d * dxs] = dswa_from_f32<T>(du * alpha * s);
+                da[nm] = fmaf(du * xv[t][k], s, da[nm]);
+                dg[nm][k] = fmaf(dy, u, dg[nm][k]);
+                db[nm][k] += dy;
             }
         }
     }
@@ -368,10 +401,17 @@ __device__ __forceinline__ vec_lane vec_lane_of(const sbwd_args &a) {
     const float pos = (float)((int64_t)a.pos_offset + v.i);
 #pragma unroll
     for (int j = 0; j < 8; j++) {
-        const int d = v.d0 + j;
         v.cs[j] = 1.f;
         v.sn[j] = 0.f;
-        if (d < 2 * c) samel_sincos(pos * a.freq[d < c ? d : d - c], &v.sn[j], &v.cs[j]);
+    }
+    if (v.d0 < 2 * c) {   /* a lane's 8 dims all rotate, or none do; the angle test once a call */
+        const float *f = a.freq + (v.d0 < c ? v.d0 : v.d0 - c);
+        if (a.small_angles)
+#pragma unroll
+            for (int j = 0; j < 8; j++) samel_sincos_small(pos * f[j], &v.sn[j], &v.cs[j]);
+        else
+#pragma unroll
+            for (int j = 0; j < 8; j++) samel_sincos(pos * f[j], &v.sn[j], &v.cs[j]);
     }
     return v;
 }
@@ -396,7 +436,8 @@ template <typename T> __device__ __forceinline__ void partner8(const float (&y)[
     }
 }
 
-template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_prologue_vec(const sbwd_args a) {
+template <typename T, typename S, int APPROX>
+__global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_prologue_vec(const sbwd_args a) {
     const int h = blockIdx.y, b = blockIdx.z, c = a.rot_dims / 2;
     const vec_lane v = vec_lane_of(a);
     const T *xr = row_at((const T *)a.qkv, a.x, b, v.on ? v.i : 0, h) + v.d0;
@@ -418,15 +459,12 @@ template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const int d = v.d0 + j < a.dim ? v.d0 + j : 0;
-            y[j] = samel_round<T>(samel_dyt<1>(xv[t][j], alpha, __ldg(a.gamma[nm] + d), __ldg(a.beta[nm] + d)));
+            y[j] = samel_round<T>(samel_dyt<APPROX ? 0 : 1>(xv[t][j], alpha, __ldg(a.gamma[nm] + d), __ldg(a.beta[nm] + d)));
         }
         partner8<T>(y, v.src, w);
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            r[j] = y[j];
-            if (v.d0 < c) samel_rotate(&r[j], &w[j], v.cs[j], v.sn[j]);
-            else if (v.d0 < 2 * c) samel_rotate(&w[j], &r[j], v.cs[j], v.sn[j]);
-            if (v.d0 < 2 * c) r[j] = samel_round<T>(r[j]);
+            r[j] = v.d0 < 2 * c ? samel_round<T>(rope_at(y[j], w[j], v.cs[j], v.d0 < c ? -v.sn[j] : v.sn[j])) : y[j];
         }
         if (v.on) store8((S *)(nm ? a.rk : a.rq) + pair_row(a, b, v.i, pr, h) + v.d0, r);
     }
@@ -464,13 +502,17 @@ __global__ void __launch_bounds__(REDUCE_THREADS) dswa_samel_bwd_reduce(const do
 /* ---- entries per dtype and the launcher --------------------------------------------------- */
 
 #define SBWD_DTYPES(X) X(DSWA_F32, float) X(DSWA_F16, __half) X(DSWA_BF16, __nv_bfloat16)
-/* prologue: fp32 scratch; prologue16: scratch in the dtype (16-bit only); [1]: on vectors */
-struct sbwd_entry { dswa_dtype dtype; const void *prologue[2], *prologue16[2], *epilogue[2]; };
+/* prologue: fp32 scratch; prologue16: scratch in the dtype (16-bit only); [approx]: the
+   forward's tanh (dswa_samel_kernel_tanh_approx), [.][1]: on vectors; epilogue[1]: unit dim
+   strides */
+struct sbwd_entry { dswa_dtype dtype; const void *prologue[2][2], *prologue16[2][2], *epilogue[2]; };
+#define SBWD_PROLOGUES(T, S, ok)                                                                 \
+    {{ok ? (const void *)dswa_samel_bwd_prologue<T, S, 0> : NULL,                                \
+      ok ? (const void *)dswa_samel_bwd_prologue_vec<T, S, 0> : NULL},                           \
+     {ok ? (const void *)dswa_samel_bwd_prologue<T, S, 1> : NULL,                                \
+      ok ? (const void *)dswa_samel_bwd_prologue_vec<T, S, 1> : NULL}}
 #define SBWD_ENTRY(dt, T)                                                                        \
-    {dt,                                                                                         \
-     {(const void *)dswa_samel_bwd_prologue<T, float>, (const void *)dswa_samel_bwd_prologue_vec<T, float>}, \
-     {sizeof(T) == 2 ? (const void *)dswa_samel_bwd_prologue<T, T> : NULL,                     \
-      sizeof(T) == 2 ? (const void *)dswa_samel_bwd_prologue_vec<T, T> : NULL},                 \
+    {dt, SBWD_PROLOGUES(T, float, true), SBWD_PROLOGUES(T, T, sizeof(T) == 2),                   \
      {(const void *)dswa_samel_bwd_epilogue<T, 0>, (const void *)dswa_samel_bwd_epilogue<T, 1>}},
 static const sbwd_entry entries[] = {SBWD_DTYPES(SBWD_ENTRY)};
 
@@ -553,7 +595,17 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
     a.rot_dims = p->rot_dims; a.pos_offset = p->pos_offset;
     memset(a.freq, 0, sizeof a.freq);
     dswa_samel_freqs(p, a.freq);
-    a.tiles = (p->seq_len + DSWA_BWD_ROWS - 1) / DSWA_BWD_ROWS;
+    a.tiles = (p->seq_len + DSWA_SAMEL_BWD_SHARE_ROWS - 1) / DSWA_SAMEL_BWD_SHARE_ROWS;
+    /* every angle pos * freq within SAMEL_SMALL_ANGLE: the fp32 product of the largest |pos| and
+       |freq| is at most 2^-24 relatively above the exact one, which 65535 leaves room for */
+    double big = 0.0;
+    for (int j = 0; j < p->rot_dims / 2; j++) big = fmax(big, fabs((double)a.freq[j]));
+    const double last = fmax(fabs((double)p->pos_offset), fabs((double)p->pos_offset + p->seq_len - 1));
+    a.small_angles = (double)(float)last * big <= (double)SAMEL_SMALL_ANGLE - 1.0;
+    /* r with the forward's tanh: the kernel the fused forward picks for this problem */
+    const int approx = dswa_samel_kernel_tanh_approx(dswa_samel_kernel_pick(
+        p->dtype, p->math, dswa_window_seen(p->window_left, p->seq_len),
+        dswa_window_seen(p->window_right, p->seq_len), p->rot_dims));
 
     /* The op on the scratch, dense, as the CPU backward hands it to the op: fp32, or where the
        op's tensor-core backward takes it, 16-bit inputs with fp32 gradients. V (chunk 2) and
@@ -569,7 +621,7 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
     in16.fwd.dtype = p->dtype;
     const void *v_in = (const char *)qkv + 2 * p->qkv.chunk * (int64_t)es;
     bool band = false, in_place = p->dtype == DSWA_F32;
-    if (e->prologue16[0]) {
+    if (e->prologue16[0][0]) {
         in_place = dswa_cuda_backward_f32_grads_takes(&in16, a.rq, a.rk, v_in, dout, a.drq, a.drk, a.dv);
         band = in_place || dswa_cuda_backward_f32_grads_takes(&ob16, a.rq, a.rk, a.v, a.go, a.drq, a.drk, a.dv);
     }
@@ -599,18 +651,20 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
        dout not copied, the input's rows 16-byte aligned */
     const int pv = p->head_dim % 8 == 0 && p->rot_dims % 16 == 0 && !a.copy_vg && rows16(qkv, p->qkv, es);
 
-    const dim3 grid((unsigned)a.tiles, (unsigned)p->heads, (unsigned)p->batch);
+    const dim3 grid((unsigned)((p->seq_len + DSWA_BWD_ROWS - 1) / DSWA_BWD_ROWS), (unsigned)p->heads,
+                    (unsigned)p->batch),
+        egrid((unsigned)a.tiles, (unsigned)p->heads, (unsigned)p->batch);
     void *args[1] = {&a};
     dswa_status st;
     if ((st = launched("launch of the SAME-L backward's prologue",
-                       cudaLaunchKernel(band ? e->prologue16[pv] : e->prologue[pv], grid,
+                       cudaLaunchKernel(band ? e->prologue16[approx][pv] : e->prologue[approx][pv], grid,
                                         dim3(DSWA_THREADS), args, 0, s))) ||
         (st = band ? dswa_cuda_backward_f32_grads(op, a.rq, a.rk, op_v, op_dout, (float *)a.drq,
                                                   (float *)a.drk, op_dv, ws + w.op, s)
                    : dswa_cuda_backward_launch(op, a.rq, a.rk, op_v, op_dout, (void *)a.drq,
                                                (void *)a.drk, op_dv, NULL, ws + w.op, stream)) ||
         (st = launched("launch of the SAME-L backward's epilogue",
-                       cudaLaunchKernel(e->epilogue[p->qkv.dim == 1 && bp->dqkv.dim == 1], grid,
+                       cudaLaunchKernel(e->epilogue[p->qkv.dim == 1 && bp->dqkv.dim == 1], egrid,
                                         dim3(DSWA_THREADS), args, 0, s))))
         return st;
     if (!g) return DSWA_OK;

@@ -64,6 +64,10 @@ const dswa_kernel *dswa_samel_kernel_pick(dswa_dtype dtype, dswa_math math, int3
     return NULL;
 }
 
+int dswa_samel_kernel_tanh_approx(const dswa_kernel *k) {
+    return k && k->max_span >= 0 && k->math != DSWA_MATH_FP32;
+}
+
 size_t dswa_bwd_workspace_layout(int32_t batch, int32_t seq_len, int32_t heads,
                                  size_t *partials_offset, size_t *blocks) {
     *partials_offset = *blocks = 0;
@@ -98,7 +102,7 @@ size_t dswa_samel_bwd_workspace_layout(int32_t batch, int32_t seq_len, int32_t h
     memset(w, 0, sizeof *w);
     if (batch <= 0 || seq_len <= 0 || heads <= 0 || head_dim <= 0) return 0;
     size_t m, op_offset, op_blocks, end = 0;
-    const size_t tiles = ((size_t)seq_len + DSWA_BWD_ROWS - 1) / DSWA_BWD_ROWS;
+    const size_t tiles = ((size_t)seq_len + DSWA_SAMEL_BWD_SHARE_ROWS - 1) / DSWA_SAMEL_BWD_SHARE_ROWS;
     const size_t op = dswa_bwd_workspace_layout(batch, seq_len, heads, &op_offset, &op_blocks);
     if (op == SIZE_MAX ||
         __builtin_mul_overflow((size_t)batch * (size_t)heads, (size_t)seq_len, &m) ||

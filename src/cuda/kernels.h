@@ -89,6 +89,10 @@ int dswa_samel_band_rot_ok(dswa_dtype dtype, int32_t rot_dims);
    never) and dswa_samel_band_rot_ok, else the scalar one; NULL for an unknown dtype. */
 const dswa_kernel *dswa_samel_kernel_pick(dswa_dtype dtype, dswa_math math, int32_t wl, int32_t wr,
                                           int32_t rot_dims);
+/* Whether the fused kernel k computes DyT's tanh on the special-function unit (tanh.approx.f32,
+   samel.cuh's samel_tanh<0>) rather than as tanhf: its band entries but the fp32-accurate one.
+   The fused backward recomputes r with k's tanh, so that r is what the forward fed the op. */
+int dswa_samel_kernel_tanh_approx(const dswa_kernel *k);
 
 /* ---- the backward (src/cuda/kernel_backward.cu) ------------------------------------------
    Its kernels have no AOT export and take int64 strides, so they are not in the registry
@@ -113,8 +117,9 @@ size_t dswa_bwd_workspace_layout(int32_t batch, int32_t seq_len, int32_t heads,
    (M each, [b][n][h][d]), the op backward's gradients dr_q, dr_k (2M each) and summed dV (M),
    the op backward's own workspace (dswa_bwd_workspace_layout's bytes), and the epilogue's
    per-block partial sums of the norms' gradients: DSWA_SAMEL_BWD_PARTS doubles for each
-   block of (DSWA_BWD_ROWS positions, head, batch). */
+   epilogue block of (DSWA_SAMEL_BWD_SHARE_ROWS positions, head, batch). */
 #define DSWA_SAMEL_BWD_PARTS(D) (2 * (1 + 2 * (size_t)(D)))   /* per norm: dalpha, dgamma, dbeta */
+#define DSWA_SAMEL_BWD_SHARE_ROWS 64                          /* positions per epilogue block */
 typedef struct dswa_samel_bwd_ws {
     size_t rq, rk, v, dout, drq, drk, dv, op, partial;   /* offsets */
     size_t blocks;                                       /* of partials */

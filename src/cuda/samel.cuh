@@ -43,19 +43,24 @@ __device__ __forceinline__ float samel_dyt(float x, float alpha, float gamma, fl
     return fmaf(gamma, samel_tanh<ACCURATE>(alpha * x), beta);
 }
 
-/* sin and cos of an angle (already rounded to fp32, as the reference rounds it). */
+/* sin and cos of an angle (already rounded to fp32, as the reference rounds it) with |a| <=
+   2^16: a - k 2pi with 2pi = C1 - 1.7484555e-7 (C1 = 2pi rounded to fp32), the FMA's product
+   exact, the result within 2^-23 of the true remainder. For a caller that knows every angle
+   of its launch is that small (no per-angle test and branch); the same bits as samel_sincos. */
+__device__ __forceinline__ void samel_sincos_small(float a, float *s, float *c) {
+    const float k = rintf(a * 0.159154943091895336f);
+    const float r = fmaf(k, 1.74845553e-7f, fmaf(-k, 6.28318548202514648f, a));
+    *s = __sinf(r);
+    *c = __cosf(r);
+}
+#define SAMEL_SMALL_ANGLE 65536.f
+
+/* sin and cos of any angle: larger ones (large positions, pos_offset) reduced in double,
+   exact for |a| < 2^31. */
 __device__ __forceinline__ void samel_sincos(float a, float *s, float *c) {
-    float r;
-    if (fabsf(a) <= 65536.f) {
-        /* a - k 2pi with 2pi = C1 - 1.7484555e-7 (C1 = 2pi rounded to fp32): the FMA's product
-           is exact, the result within 2^-23 of the true remainder */
-        const float k = rintf(a * 0.159154943091895336f);
-        r = fmaf(k, 1.74845553e-7f, fmaf(-k, 6.28318548202514648f, a));
-    } else {
-        /* large positions (pos_offset): the same in double, exact for |a| < 2^31 */
-        const double k = rint((double)a * 0.15915494309189535);
-        r = (float)(fma(-k, 6.283185307179586, (double)a) - k * 2.4492935982947064e-16);
-    }
+    if (fabsf(a) <= SAMEL_SMALL_ANGLE) return samel_sincos_small(a, s, c);
+    const double k = rint((double)a * 0.15915494309189535);
+    const float r = (float)(fma(-k, 6.283185307179586, (double)a) - k * 2.4492935982947064e-16);
     *s = __sinf(r);
     *c = __cosf(r);
 }
