@@ -389,7 +389,7 @@ dswa_status dswa_samel_backward_cpu(const dswa_samel_backward_problem *p, const 
 
 /* Bytes of device workspace dswa_samel_backward_cuda needs for *p: fp32 scratch of 11 floats
    per element of one chunk (r_q, r_k, their gradients, V, dout, dV), the op backward's table
-   and the norms' per-block partial sums: about B*N*H*(46*head_dim + 25) bytes (310 MB at
+   and the norms' per-block partial sums: about B*N*H*(44.5*head_dim + 25) bytes (300 MB at
    SAME-L's B = 1, N = 4352, H = 24); 0 for an empty problem or p NULL; SIZE_MAX when it does
    not fit a size_t. It depends on batch, seq_len, heads and head_dim only. */
 size_t dswa_samel_backward_workspace_bytes(const dswa_samel_backward_problem *p);

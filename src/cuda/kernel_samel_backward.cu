@@ -31,10 +31,11 @@
  * row's loads in flight together), a lane owning dims lane and lane + 32. Measured and dropped
  * (docs/PERF.md section 7): step 3 at the tensor-core kernels' stores (no fp32 scratch; 1.8x
  * slower: the math runs at those kernels' 12 warps per SM, latency-bound), and 64-row blocks
- * with four rows' loads in flight (11 % slower: more registers, fewer warps). tanh is tanhf
- * (fp32-accurate, as the forward's scalar kernel and its fp32-math band kernel compute it): the
- * derivative needs u to fp32 accuracy, and r must be the function whose gradient this is.
- * Nothing here allocates or synchronizes: a call is capturable in a CUDA graph.
+ * with four rows' loads in flight (11 % slower: more registers, fewer warps). tanh: step 1 takes
+ * the forward's (tanh.approx where the forward's pick is a band kernel with TF32 or 16-bit math,
+ * else tanhf: dswa_samel_kernel_tanh_approx), so that r is what the forward fed the op; step 3
+ * takes tanhf, since the derivative needs u to fp32 accuracy. Nothing here allocates or
+ * synchronizes: a call is capturable in a CUDA graph.
  */
 #include <cuda_runtime.h>
 #include <math.h>
