@@ -525,6 +525,60 @@ static bool rows16(const void *base, const dswa_samel_layout &l, size_t es) {
     return ok;
 }
 
+/* Step 2's way: the op's problem, where it reads V and dout and writes the summed dV, and on
+   which kernels. */
+struct op_way {
+    dswa_backward_problem prob;
+    const void *v, *dout;
+    void *dv;
+    bool copied;   /* V and dout copied by the prologue beside r (else read in qkv and dout) */
+    bool band16;   /* 16-bit on the tensor-core kernels with fp32 dq, dk (f32_grads) */
+};
+
+/* The first way the tensor-core kernels take (16-bit: with fp32 dq and dk, which the epilogue
+   rounds once), in the order of the bytes it saves: V and dout read in place, else copied by
+   the prologue in the dtype; dV straight into dqkv's chunk 2, else into the scratch (dv_scratch)
+   for the epilogue to copy. Where they take none, the general kernels: f32 in place with dV
+   into dqkv (they take any strides), 16-bit on fp32 copies (they compute in the problem's
+   dtype, and a 16-bit gradient is rounded once, by the epilogue). r and the gradients of r are
+   always the dense scratch (dswa_samel_scratch_backward_problem: [b][n][pair][h][d]). */
+static op_way op_way_of(const dswa_samel_backward_problem *bp, const sbwd_args &a, const void *qkv,
+                        const void *dout, void *dqkv, void *dv_scratch, size_t es) {
+    const dswa_samel_problem *p = &bp->fwd;
+    const bool f32 = p->dtype == DSWA_F32;
+    const dswa_backward_problem ob = dswa_samel_scratch_backward_problem(p);   /* fp32, dense */
+    op_way w, first;
+    for (int t = 0; t < 4; t++) {
+        const bool in = t < 2, direct = t % 2 == 0;
+        w.prob = ob;
+        w.prob.fwd.dtype = p->dtype;
+        if (in) {
+            w.prob.fwd.v = (dswa_layout){p->qkv.batch, p->qkv.seq, 0, p->qkv.head, p->qkv.dim};
+            w.prob.dout = bp->dout;
+        }
+        if (direct) w.prob.dv = (dswa_layout){bp->dqkv.batch, bp->dqkv.seq, 0, bp->dqkv.head, bp->dqkv.dim};
+        w.v = in ? (const void *)((const char *)qkv + 2 * p->qkv.chunk * (int64_t)es) : a.v;
+        w.dout = in ? dout : a.go;
+        w.dv = direct ? (void *)((char *)dqkv + 2 * bp->dqkv.chunk * (int64_t)es) : dv_scratch;
+        w.copied = !in;
+        w.band16 = !f32;
+        if (f32 ? dswa_cuda_backward_band_takes(&w.prob, a.rq, a.rk, w.v, w.dout, a.drq, a.drk, w.dv)
+                : dswa_cuda_backward_f32_grads_takes(&w.prob, a.rq, a.rk, w.v, w.dout, a.drq, a.drk, w.dv))
+            return w;
+        if (t == 0) first = w;
+    }
+    if (f32) w = first;   /* the general kernels, in place, dV into dqkv */
+    else {                /* on fp32 copies */
+        w.prob = ob;
+        w.v = a.v;
+        w.dout = a.go;
+        w.dv = dv_scratch;
+        w.copied = true;
+    }
+    w.band16 = false;
+    return w;
+}
+
 static dswa_status launched(const char *what, cudaError_t e) {
     if (e == cudaSuccess) e = cudaGetLastError();
     return e == cudaSuccess ? DSWA_OK
@@ -608,45 +662,10 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
         p->dtype, p->math, dswa_window_seen(p->window_left, p->seq_len),
         dswa_window_seen(p->window_right, p->seq_len), p->rot_dims));
 
-    /* The op on the scratch, dense, as the CPU backward hands it to the op: fp32, or where the
-       op's tensor-core backward takes it, 16-bit inputs with fp32 gradients. V (chunk 2) and
-       dout are read where they are when the op can take them so (f32: always, the general
-       kernels take any strides; 16-bit: where the tensor-core kernels take their rows), else
-       copied by the prologue. */
-    dswa_backward_problem ob = dswa_samel_scratch_backward_problem(p);
-    dswa_backward_problem ob16 = ob, in = ob, in16;
-    ob16.fwd.dtype = p->dtype;
-    in.fwd.v = (dswa_layout){p->qkv.batch, p->qkv.seq, 0, p->qkv.head, p->qkv.dim};
-    in.dout = bp->dout;
-    in16 = in;
-    in16.fwd.dtype = p->dtype;
-    const void *v_in = (const char *)qkv + 2 * p->qkv.chunk * (int64_t)es;
-    bool band = false, in_place = p->dtype == DSWA_F32;
-    if (e->prologue16[0][0]) {
-        in_place = dswa_cuda_backward_f32_grads_takes(&in16, a.rq, a.rk, v_in, dout, a.drq, a.drk, a.dv);
-        band = in_place || dswa_cuda_backward_f32_grads_takes(&ob16, a.rq, a.rk, a.v, a.go, a.drq, a.drk, a.dv);
-    }
-    a.copy_vg = !in_place;
-    const void *op_v = in_place ? v_in : a.v, *op_dout = in_place ? dout : a.go;
-    dswa_backward_problem *op = band ? (in_place ? &in16 : &ob16) : (in_place ? &in : &ob);
-    /* dV straight into dqkv's chunk 2 (in the dtype: the tensor-core kernels write dv so) where
-       the kernels that take the scratch take it there too (f32's general ones take any layout);
-       else into the scratch, in the dtype after the tensor-core kernels, and the epilogue
-       copies it */
-    void *dv_out = (char *)dqkv + 2 * bp->dqkv.chunk * (int64_t)es;
-    dswa_backward_problem direct = *op;
-    direct.dv = (dswa_layout){bp->dqkv.batch, bp->dqkv.seq, 0, bp->dqkv.head, bp->dqkv.dim};
-    const bool dv_direct =
-        band ? dswa_cuda_backward_f32_grads_takes(&direct, a.rq, a.rk, op_v, op_dout, a.drq, a.drk, dv_out)
-        : p->dtype == DSWA_F32 ? !dswa_cuda_backward_band_takes(op, a.rq, a.rk, op_v, op_dout, a.drq, a.drk, a.dv) ||
-                                     dswa_cuda_backward_band_takes(&direct, a.rq, a.rk, op_v, op_dout, a.drq, a.drk, dv_out)
-                               : false;   /* 16-bit on the general kernels: fp32 scratch */
-    void *op_dv = dv_direct ? dv_out : (void *)a.dv;
-    if (dv_direct) {
-        *op = direct;
-        a.dv = NULL;
-    }
-    a.dv_t = band;
+    const op_way ow = op_way_of(bp, a, qkv, dout, dqkv, ws + w.dv, es);
+    a.copy_vg = ow.copied;
+    a.dv = ow.dv == ws + w.dv ? ow.dv : NULL;   /* else the op wrote it into dqkv's chunk 2 */
+    a.dv_t = ow.band16;
 
     /* the vector prologue: head_dim a multiple of 8, RoPE's partner a whole vector away, V and
        dout not copied, the input's rows 16-byte aligned */
@@ -658,12 +677,12 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
     void *args[1] = {&a};
     dswa_status st;
     if ((st = launched("launch of the SAME-L backward's prologue",
-                       cudaLaunchKernel(band ? e->prologue16[approx][pv] : e->prologue[approx][pv], grid,
+                       cudaLaunchKernel(ow.band16 ? e->prologue16[approx][pv] : e->prologue[approx][pv], grid,
                                         dim3(DSWA_THREADS), args, 0, s))) ||
-        (st = band ? dswa_cuda_backward_f32_grads(op, a.rq, a.rk, op_v, op_dout, (float *)a.drq,
-                                                  (float *)a.drk, op_dv, ws + w.op, s)
-                   : dswa_cuda_backward_launch(op, a.rq, a.rk, op_v, op_dout, (void *)a.drq,
-                                               (void *)a.drk, op_dv, NULL, ws + w.op, stream)) ||
+        (st = ow.band16 ? dswa_cuda_backward_f32_grads(&ow.prob, a.rq, a.rk, ow.v, ow.dout, (float *)a.drq,
+                                                       (float *)a.drk, ow.dv, ws + w.op, s)
+                        : dswa_cuda_backward_launch(&ow.prob, a.rq, a.rk, ow.v, ow.dout, (void *)a.drq,
+                                                    (void *)a.drk, ow.dv, NULL, ws + w.op, stream)) ||
         (st = launched("launch of the SAME-L backward's epilogue",
                        cudaLaunchKernel(e->epilogue[p->qkv.dim == 1 && bp->dqkv.dim == 1], egrid,
                                         dim3(DSWA_THREADS), args, 0, s))))
