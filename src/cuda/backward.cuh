@@ -10,6 +10,16 @@
 #include "core/internal.h"
 #include "cuda/backend.h"
 
+/* Whether every row a tensor's strides reach from base is 16-byte aligned with unit dim stride:
+   base aligned, dim == 1 and each of the n outer strides (elements of es bytes) a multiple of
+   16 bytes. The one rule of the 16-byte-row kernels, the tensor-core backward's (dswa_bwd_band_ok)
+   and the fused backward's vector prologue. */
+static inline bool dswa_rows16(const void *base, const int64_t *strides, int n, int64_t dim, size_t es) {
+    bool ok = (uintptr_t)base % 16 == 0 && dim == 1;
+    for (int t = 0; t < n; t++) ok = ok && (strides[t] * (int64_t)es) % 16 == 0;
+    return ok;
+}
+
 /* Everything the backward's kernels read; passed by value. */
 struct bwd_args {
     const void *q, *k, *v, *dout;

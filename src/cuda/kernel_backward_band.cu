@@ -491,15 +491,15 @@ __global__ void __launch_bounds__(bb_cfg<T>::THREADS, bb_cfg<T>::MIN_BLOCKS) dsw
 
 /* ---- the pick and the launch -------------------------------------------------------------- */
 
-/* Every row of a tensor 16-byte aligned with unit dim stride (per: elements in 16 bytes). */
-static bool rows_aligned(const void *p, const dswa_layout &l, bool with_pair, int per) {
-    return (uintptr_t)p % 16 == 0 && l.dim == 1 && l.seq % per == 0 && l.head % per == 0 &&
-           l.batch % per == 0 && (!with_pair || l.pair % per == 0);
+/* Every row of a tensor 16-byte aligned with unit dim stride (es: bytes per element). */
+static bool rows_aligned(const void *p, const dswa_layout &l, bool with_pair, size_t es) {
+    const int64_t s[4] = {l.batch, l.seq, l.head, l.pair};
+    return dswa_rows16(p, s, with_pair ? 4 : 3, l.dim, es);
 }
 
 bool dswa_bwd_band_ok(const bwd_args &a, dswa_dtype dtype) {
     const bool f32 = dtype == DSWA_F32;
-    const int in = f32 ? 4 : 8, out = f32 || a.f32_grads ? 4 : 8;   /* dv: in */
+    const size_t in = f32 ? 4 : 2, out = f32 || a.f32_grads ? 4 : 2;   /* dv: in */
     return a.dim == BB_DIM &&
            a.wl + a.wr <= DSWA_BAND_MAX_SPAN && rows_aligned(a.q, a.lq, true, in) &&
            rows_aligned(a.k, a.lk, true, in) && rows_aligned(a.v, a.lv, true, in) &&

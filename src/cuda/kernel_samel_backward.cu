@@ -517,12 +517,10 @@ struct sbwd_entry { dswa_dtype dtype; const void *prologue[2][2], *prologue16[2]
      {(const void *)dswa_samel_bwd_epilogue<T, 0>, (const void *)dswa_samel_bwd_epilogue<T, 1>}},
 static const sbwd_entry entries[] = {SBWD_DTYPES(SBWD_ENTRY)};
 
-/* Whether the vector kernels take a packed buffer: every row 16-byte aligned, unit dim stride. */
+/* Whether the vector prologue takes a packed buffer: every row 16-byte aligned, unit dim stride. */
 static bool rows16(const void *base, const dswa_samel_layout &l, size_t es) {
     const int64_t s[4] = {l.batch, l.seq, l.chunk, l.head};
-    bool ok = (uintptr_t)base % 16 == 0 && l.dim == 1;
-    for (int t = 0; t < 4; t++) ok = ok && (s[t] * (int64_t)es) % 16 == 0;
-    return ok;
+    return dswa_rows16(base, s, 4, l.dim, es);
 }
 
 /* Step 2's way: the op's problem, where it reads V and dout and writes the summed dV, and on
