@@ -31,11 +31,12 @@
  * row's loads in flight together), a lane owning dims lane and lane + 32. Measured and dropped
  * (docs/PERF.md section 7): step 3 at the tensor-core kernels' stores (no fp32 scratch; 1.8x
  * slower: the math runs at those kernels' 12 warps per SM, latency-bound), and 64-row blocks
- * with four rows' loads in flight (11 % slower: more registers, fewer warps). tanh: step 1 takes
- * the forward's (tanh.approx where the forward's pick is a band kernel with TF32 or 16-bit math,
- * else tanhf: dswa_samel_kernel_tanh_approx), so that r is what the forward fed the op; step 3
- * takes tanhf, since the derivative needs u to fp32 accuracy. Nothing here allocates or
- * synchronizes: a call is capturable in a CUDA graph.
+ * with four rows' loads in flight (11 % slower: more registers, fewer warps). tanh is tanhf
+ * (fp32-accurate, as the forward's scalar kernel and its fp32-math band kernel compute it): the
+ * derivative needs u to fp32 accuracy, and r must be the function whose gradient this is (the
+ * band kernel's tanh.approx in step 1 would move the gradients by up to about 2e-3 in bf16,
+ * docs/PERF.md section 7). Nothing here allocates or synchronizes: a call is capturable in a
+ * CUDA graph.
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -174,12 +175,10 @@ __device__ __forceinline__ void lane_angles(const sbwd_args &a, const lane_norms
 __device__ __forceinline__ float rope_at(float y, float w, float cs, float ssn) { return fmaf(y, cs, w * ssn); }
 
 /* Per row, every load first (four chunks, V and dout: in flight together), then DyT and RoPE
-   with the forward's functions and roundings (samel_element's; tanh as the forward's kernel
-   computes it, APPROX: dswa_samel_kernel_tanh_approx; the partner's y by shuffle), so that r is
-   the forward's r. The row loop has a fixed trip count, rows past n computing zeros, so that
+   with the forward's functions and roundings (samel_element's, the partner's y by shuffle), so
+   that r is the forward's r. The row loop has a fixed trip count, rows past n computing zeros, so that
    its shuffles stay in converged code (the epilogue's reason, below). */
-template <typename T, typename S, int APPROX>
-__global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_prologue(const sbwd_args a) {
+template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_prologue(const sbwd_args a) {
     const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31, i0 = tile * DSWA_BWD_ROWS + warp * ROWS_PER_WARP;
     const int c = a.rot_dims / 2;
@@ -209,7 +208,7 @@ __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_prologue(const sb
             float y[2], w[2];
 #pragma unroll
             for (int k = 0; k < 2; k++)
-                y[k] = samel_round<T>(samel_dyt<APPROX ? 0 : 1>(xv[t][k], l.alpha[nm], l.gamma[nm][k], l.beta[nm][k]));
+                y[k] = samel_round<T>(samel_dyt<1>(xv[t][k], l.alpha[nm], l.gamma[nm][k], l.beta[nm][k]));
             lane_partners(y, l.e, a.rot_dims, w);
             S *dst = (S *)(nm ? a.rk : a.rq) + pair_row(a, b, i, pr, h);
 #pragma unroll
@@ -437,8 +436,7 @@ template <typename T> __device__ __forceinline__ void partner8(const float (&y)[
     }
 }
 
-template <typename T, typename S, int APPROX>
-__global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_prologue_vec(const sbwd_args a) {
+template <typename T, typename S> __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_prologue_vec(const sbwd_args a) {
     const int h = blockIdx.y, b = blockIdx.z, c = a.rot_dims / 2;
     const vec_lane v = vec_lane_of(a);
     const T *xr = row_at((const T *)a.qkv, a.x, b, v.on ? v.i : 0, h) + v.d0;
@@ -460,7 +458,7 @@ __global__ void __launch_bounds__(DSWA_THREADS) dswa_samel_bwd_prologue_vec(cons
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const int d = v.d0 + j < a.dim ? v.d0 + j : 0;
-            y[j] = samel_round<T>(samel_dyt<APPROX ? 0 : 1>(xv[t][j], alpha, __ldg(a.gamma[nm] + d), __ldg(a.beta[nm] + d)));
+            y[j] = samel_round<T>(samel_dyt<1>(xv[t][j], alpha, __ldg(a.gamma[nm] + d), __ldg(a.beta[nm] + d)));
         }
         partner8<T>(y, v.src, w);
 #pragma unroll
@@ -503,17 +501,14 @@ __global__ void __launch_bounds__(REDUCE_THREADS) dswa_samel_bwd_reduce(const do
 /* ---- entries per dtype and the launcher --------------------------------------------------- */
 
 #define SBWD_DTYPES(X) X(DSWA_F32, float) X(DSWA_F16, __half) X(DSWA_BF16, __nv_bfloat16)
-/* prologue: fp32 scratch; prologue16: scratch in the dtype (16-bit only); [approx]: the
-   forward's tanh (dswa_samel_kernel_tanh_approx), [.][1]: on vectors; epilogue[1]: unit dim
-   strides */
-struct sbwd_entry { dswa_dtype dtype; const void *prologue[2][2], *prologue16[2][2], *epilogue[2]; };
-#define SBWD_PROLOGUES(T, S, ok)                                                                 \
-    {{ok ? (const void *)dswa_samel_bwd_prologue<T, S, 0> : NULL,                                \
-      ok ? (const void *)dswa_samel_bwd_prologue_vec<T, S, 0> : NULL},                           \
-     {ok ? (const void *)dswa_samel_bwd_prologue<T, S, 1> : NULL,                                \
-      ok ? (const void *)dswa_samel_bwd_prologue_vec<T, S, 1> : NULL}}
+/* prologue: fp32 scratch; prologue16: scratch in the dtype (16-bit only); [1]: on vectors;
+   epilogue[1]: unit dim strides */
+struct sbwd_entry { dswa_dtype dtype; const void *prologue[2], *prologue16[2], *epilogue[2]; };
 #define SBWD_ENTRY(dt, T)                                                                        \
-    {dt, SBWD_PROLOGUES(T, float, true), SBWD_PROLOGUES(T, T, sizeof(T) == 2),                   \
+    {dt,                                                                                         \
+     {(const void *)dswa_samel_bwd_prologue<T, float>, (const void *)dswa_samel_bwd_prologue_vec<T, float>}, \
+     {sizeof(T) == 2 ? (const void *)dswa_samel_bwd_prologue<T, T> : NULL,                     \
+      sizeof(T) == 2 ? (const void *)dswa_samel_bwd_prologue_vec<T, T> : NULL},                 \
      {(const void *)dswa_samel_bwd_epilogue<T, 0>, (const void *)dswa_samel_bwd_epilogue<T, 1>}},
 static const sbwd_entry entries[] = {SBWD_DTYPES(SBWD_ENTRY)};
 
@@ -655,10 +650,6 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
     for (int j = 0; j < p->rot_dims / 2; j++) big = fmax(big, fabs((double)a.freq[j]));
     const double last = fmax(fabs((double)p->pos_offset), fabs((double)p->pos_offset + p->seq_len - 1));
     a.small_angles = (double)(float)last * big <= (double)SAMEL_SMALL_ANGLE - 1.0;
-    /* r with the forward's tanh: the kernel the fused forward picks for this problem */
-    const int approx = dswa_samel_kernel_tanh_approx(dswa_samel_kernel_pick(
-        p->dtype, p->math, dswa_window_seen(p->window_left, p->seq_len),
-        dswa_window_seen(p->window_right, p->seq_len), p->rot_dims));
 
     const op_way ow = op_way_of(bp, a, qkv, dout, dqkv, ws + w.dv, es);
     a.copy_vg = ow.copied;
@@ -675,7 +666,7 @@ extern "C" dswa_status dswa_cuda_samel_backward_launch(const dswa_samel_backward
     void *args[1] = {&a};
     dswa_status st;
     if ((st = launched("launch of the SAME-L backward's prologue",
-                       cudaLaunchKernel(ow.band16 ? e->prologue16[approx][pv] : e->prologue[approx][pv], grid,
+                       cudaLaunchKernel(ow.band16 ? e->prologue16[pv] : e->prologue[pv], grid,
                                         dim3(DSWA_THREADS), args, 0, s))) ||
         (st = ow.band16 ? dswa_cuda_backward_f32_grads(&ow.prob, a.rq, a.rk, ow.v, ow.dout, (float *)a.drq,
                                                        (float *)a.drk, ow.dv, ws + w.op, s)

@@ -64,10 +64,6 @@ const dswa_kernel *dswa_samel_kernel_pick(dswa_dtype dtype, dswa_math math, int3
     return NULL;
 }
 
-int dswa_samel_kernel_tanh_approx(const dswa_kernel *k) {
-    return k && k->max_span >= 0 && k->math != DSWA_MATH_FP32;
-}
-
 size_t dswa_bwd_workspace_layout(int32_t batch, int32_t seq_len, int32_t heads,
                                  size_t *partials_offset, size_t *blocks) {
     *partials_offset = *blocks = 0;

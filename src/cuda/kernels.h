@@ -89,10 +89,6 @@ int dswa_samel_band_rot_ok(dswa_dtype dtype, int32_t rot_dims);
    never) and dswa_samel_band_rot_ok, else the scalar one; NULL for an unknown dtype. */
 const dswa_kernel *dswa_samel_kernel_pick(dswa_dtype dtype, dswa_math math, int32_t wl, int32_t wr,
                                           int32_t rot_dims);
-/* Whether the fused kernel k computes DyT's tanh on the special-function unit (tanh.approx.f32,
-   samel.cuh's samel_tanh<0>) rather than as tanhf: its band entries but the fp32-accurate one.
-   The fused backward recomputes r with k's tanh, so that r is what the forward fed the op. */
-int dswa_samel_kernel_tanh_approx(const dswa_kernel *k);
 
 /* ---- the backward (src/cuda/kernel_backward.cu) ------------------------------------------
    Its kernels have no AOT export and take int64 strides, so they are not in the registry
