@@ -529,19 +529,20 @@ struct op_way {
 };
 
 /* The first way the tensor-core kernels take (16-bit: with fp32 dq and dk, which the epilogue
-   rounds once), in the order of the bytes it saves: V and dout read in place, else copied by
-   the prologue in the dtype; dV straight into dqkv's chunk 2, else into the scratch (dv_scratch)
-   for the epilogue to copy. Where they take none, the general kernels: f32 in place with dV
-   into dqkv (they take any strides), 16-bit on fp32 copies (they compute in the problem's
-   dtype, and a 16-bit gradient is rounded once, by the epilogue). r and the gradients of r are
-   always the dense scratch (dswa_samel_scratch_backward_problem: [b][n][pair][h][d]). */
+   rounds once), in the order of the bytes it saves: V and dout read in place, else (16-bit
+   only) copied by the prologue in the dtype; dV straight into dqkv's chunk 2, else into the
+   scratch (dv_scratch) for the epilogue to copy. Where they take none, the general kernels:
+   f32 in place with dV into dqkv (they take any strides), 16-bit on fp32 copies (they compute
+   in the problem's dtype, and a 16-bit gradient is rounded once, by the epilogue). r and the
+   gradients of r are always the dense scratch (dswa_samel_scratch_backward_problem:
+   [b][n][pair][h][d]). */
 static op_way op_way_of(const dswa_samel_backward_problem *bp, const sbwd_args &a, const void *qkv,
                         const void *dout, void *dqkv, void *dv_scratch, size_t es) {
     const dswa_samel_problem *p = &bp->fwd;
     const bool f32 = p->dtype == DSWA_F32;
     const dswa_backward_problem ob = dswa_samel_scratch_backward_problem(p);   /* fp32, dense */
     op_way w, first;
-    for (int t = 0; t < 4; t++) {
+    for (int t = 0; t < (f32 ? 2 : 4); t++) {
         const bool in = t < 2, direct = t % 2 == 0;
         w.prob = ob;
         w.prob.fwd.dtype = p->dtype;
