@@ -100,9 +100,9 @@ __device__ __forceinline__ P *bb_slice(const void *base, const dswa_layout &l, i
    and global addresses advance by constants, as the forward's band loads do (recomputing them
    per chunk was a quarter of the kernels' integer work). 16-bit: one sequence of step 16; f32
    (16 chunks a row, 64 threads): two of step 8. */
-template <typename T, int THREADS = bb_cfg<T>::THREADS>
+template <typename T>
 __device__ __forceinline__ void bb_load(T *tile, const T *base, int64_t sn, int row0, int rows, int n) {
-    constexpr int per = 16 / (int)sizeof(T), chunks = BB_DIM / per, step = THREADS / chunks;
+    constexpr int per = 16 / (int)sizeof(T), chunks = BB_DIM / per, step = bb_cfg<T>::THREADS / chunks;
     constexpr int seqs = step % 8 == 0 ? 1 : 8 / step, stride = step * seqs;
     static_assert(step % 8 == 0 || 8 % step == 0, "a sequence's rows share the swizzle");
     const int u = threadIdx.x % chunks, r0 = threadIdx.x / chunks;
@@ -288,26 +288,24 @@ __device__ __forceinline__ bool bb_valid(int t, int e, int span, int clo, int ch
     return (unsigned)(col - r) <= (unsigned)span && col >= clo && col < chi;
 }
 
-/* Stores scale * acc (NJ tiles of 8 dims from base) into the warp's rows row0 + g, row0 + g + 8
-   (those in [ilo, n)) of a slice with row stride sn, two elements a store; G: the 16-bit type
-   or float. */
+/* Stores scale * acc into the warp's rows row0 + g, row0 + g + 8 (those < n) of a slice with
+   row stride sn, two elements a store; G: the 16-bit type or float. */
 template <typename G> __device__ __forceinline__ void bb_store2(G *at, float x, float y) {
     *(uint32_t *)at = pack2<G>(x, y);
 }
 template <> __device__ __forceinline__ void bb_store2<float>(float *at, float x, float y) {
     *(float2 *)at = make_float2(x, y);
 }
-template <typename T, int NJ>
-__device__ __forceinline__ void bb_store(T *base, int64_t sn, int row0, int n, const float (&acc)[NJ][4], float scale,
-                                         int ilo = 0) {
+template <typename T>
+__device__ __forceinline__ void bb_store(T *base, int64_t sn, int row0, int n, const float acc[8][4], float scale) {
     const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int rr = 0; rr < 2; rr++) {
         const int i = row0 + (lane >> 2) + 8 * rr;
-        if (i >= n || i < ilo) continue;
+        if (i >= n) continue;
         T *row = base + (int64_t)i * sn + 2 * (lane & 3);
 #pragma unroll
-        for (int j = 0; j < NJ; j++)
+        for (int j = 0; j < 8; j++)
             bb_store2<T>(row + 8 * j, scale * acc[j][2 * rr], scale * acc[j][2 * rr + 1]);
     }
 }
@@ -491,207 +489,6 @@ __global__ void __launch_bounds__(bb_cfg<T>::THREADS, bb_cfg<T>::MIN_BLOCKS) dsw
     }
 }
 
-/* ---- the one-pass kernel (16-bit) ----------------------------------------------------------- */
-
-/* One kernel per 64 key rows j0 .. j0 + 63 of one (batch, head) instead of the two above, so
-   that Q, K, V and dout are read from DRAM once (the two kernels read each twice: 17 units of
-   B N H D against 11; docs/BACKWARD.md). The block walks the query tiles that see its keys, its
-   own 64 queries among them, and recomputes each tile's exact softmax over the tile's 64-key
-   band (the halo rows come from L2):
-   A. per query tile (a warp each: 16 rows from q0 = j0 - wr - pad, pad making wl + wr + pad
-      even so that a band's columns fall on the own keys in pairs), what the query kernel
-      computes: S, P, dP, delta, dS, and dq of the rows the block owns; the weights of the own
-      key columns, c_p P (for dv) and dS (for dk), go to shared memory as hi + lo 16-bit tiles
-      [query][key];
-   B. per 16 own keys and 32 dims (a warp each): dv += (c_p P)^T dout and dk = scale dS^T Q_p,
-      the weights' A fragments by ldmatrix.trans: the same sums as the key kernel's, in the
-      same order over queries, gathered, each row written once.
-   Pairs in turn; V shared by both pairs is read once and dout . V computed once (the warp keeps
-   its tile's). The next pair's K (and V) band loads while step B runs. Dynamic shared memory
-   (BB1_SMEM, 124 KB): one block of 8 warps per SM; where the device has less, the two kernels
-   run. dlambda's share: the block's own 64 queries', in its first DSWA_BWD_ROWS slot. */
-#define BB1_WARPS 8
-#define BB1_THREADS (32 * BB1_WARPS)
-#define BB1_QROWS 112                                 /* query tiles: 7 x 16 >= 64 + 48 + 1 */
-#define BB1_KROWS (BB1_QROWS + DSWA_BAND_MAX_SPAN)    /* their bands: 160 key rows */
-#define BB1_SMEM ((2 * BB1_KROWS + 2 * BB1_QROWS + 4 * BB1_QROWS) * BB_DIM * 2)
-
-/* This warp's weights w (a tile of 16 query rows from rq, C layout over its band) times f, for
-   the own key columns: band column col is own column col + shift (even); hi + lo pairs. */
-template <typename T>
-__device__ __forceinline__ void bb_put_weights(T *hi, T *lo, const float w[8][4], float f, int rq, int shift) {
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int t = 0; t < 8; t++) {
-        const int oc = 8 * t + 2 * (lane & 3) + shift;
-        if (oc < 0 || oc >= 64) continue;
-#pragma unroll
-        for (int rr = 0; rr < 2; rr++) {
-            uint32_t h, l;
-            bb_split<T>(f * w[t][2 * rr], f * w[t][2 * rr + 1], h, l);
-            const int r = rq + (lane >> 2) + 8 * rr;
-            *(uint32_t *)(bb_at(hi, r, oc >> 3) + (oc & 7)) = h;
-            *(uint32_t *)(bb_at(lo, r, oc >> 3) + (oc & 7)) = l;
-        }
-    }
-}
-
-/* acc (16 own keys from key0 x 32 dims from dim chunk jc: acc[j][e] is dim 8 (jc + j) + 2c + (e
-   & 1)) += sum over the query rows 0 .. 16 ksteps - 1 of weight(query, key) * b[query], the
-   weights' hi and lo tiles as A fragments (A = W^T: ldmatrix.trans of [query][key]). */
-template <typename T>
-__device__ __forceinline__ void bb_mix_t(float acc[4][4], const T *whi, const T *wlo, int key0, int ksteps,
-                                         const T *b, int jc) {
-    const int lane = threadIdx.x & 31;
-    for (int kk = 0; kk < ksteps; kk++) {
-        uint32_t hi[4], lo[4];
-        const int r = 16 * kk + (lane & 7) + ((lane >> 4) << 3), u = (key0 >> 3) + ((lane >> 3) & 1);
-        ldmatrix_x4_trans(hi, bb_at(whi, r, u));
-        ldmatrix_x4_trans(lo, bb_at(wlo, r, u));
-#pragma unroll
-        for (int j = 0; j < 4; j += 2) {
-            uint32_t bf[4];
-            ldmatrix_x4_trans(bf, bb_at(b, 16 * kk + (lane & 15), jc + j + (lane >> 4)));
-            mma16<T>(acc[j], hi, bf[0], bf[1]);
-            mma16<T>(acc[j], lo, bf[0], bf[1]);
-            mma16<T>(acc[j + 1], hi, bf[2], bf[3]);
-            mma16<T>(acc[j + 1], lo, bf[2], bf[3]);
-        }
-    }
-}
-
-template <typename T, typename G>
-__global__ void __launch_bounds__(BB1_THREADS, 1) dswa_bwd_band_onepass(const bwd_args a) {
-    extern __shared__ __align__(128) unsigned char bb1_smem[];
-    T *kb = (T *)bb1_smem, *vb = kb + BB1_KROWS * BB_DIM, *qb = vb + BB1_KROWS * BB_DIM;
-    T *gb = qb + BB1_QROWS * BB_DIM, *wph = gb + BB1_QROWS * BB_DIM, *wpl = wph + BB1_QROWS * BB_DIM;
-    T *wdh = wpl + BB1_QROWS * BB_DIM, *wdl = wdh + BB1_QROWS * BB_DIM;
-    __shared__ double wshare[BB1_WARPS];
-    const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x >> 5;
-    const int lane = threadIdx.x & 31, c = lane & 3;
-    const int span = a.wl + a.wr, pad = span & 1;
-    const int j0 = tile * 64, q0 = j0 - a.wr - pad, k0 = q0 - a.wl;   /* first own key, query, band key */
-    const int tiles = (64 + span + pad + 15) / 16;                     /* query tiles: <= 7 */
-    const int wrow = 16 * warp, own_hi = min(j0 + 64, a.n);
-    const int clo = -(k0 + wrow), chi = a.n - (k0 + wrow);
-    const T *q = bb_slice<const T>(a.q, a.lq, b, h), *k = bb_slice<const T>(a.k, a.lk, b, h);
-    const T *v = bb_slice<const T>(a.v, a.lv, b, h), *g = bb_slice<const T>(a.dout, a.ldout, b, h);
-    G *dq = bb_slice<G>(a.dq, a.ldq, b, h), *dk = bb_slice<G>(a.dk, a.ldk, b, h);
-    T *dv = bb_slice<T>(a.dv, a.ldv, b, h);
-    const float sl2 = a.scale * BB_LOG2E;
-    const int key0 = 16 * (warp & 3), jc = 4 * (warp >> 2);   /* step B: own keys, dim chunks */
-
-    /* weights a tile never writes (outside its band) stay 0 */
-    for (int x = threadIdx.x; x < 4 * BB1_QROWS * BB_DIM / 8; x += BB1_THREADS) ((int4 *)wph)[x] = make_int4(0, 0, 0, 0);
-    bb_load<T, BB1_THREADS>(gb, g, a.ldout.seq, q0, 16 * tiles, a.n);
-    bb_load<T, BB1_THREADS>(kb, k, a.lk.seq, k0, 16 * tiles + 48, a.n);
-    bb_load<T, BB1_THREADS>(vb, v, a.lv.seq, k0, 16 * tiles + 48, a.n);
-    float dpu[8][4];             /* dout . V_p over the warp's band: dP_p = c_p dpu */
-    float gv[4][4] = {};         /* dv: pair 0's terms, then pair 1's when summed */
-    float share[2] = {0.f, 0.f}; /* rows g, g + 8, own: sum P_1 dpu (dlambda) */
-#pragma unroll 1
-    for (int p = 0; p < 2; p++) {
-        const bool new_v = p == 0 || a.lv.pair != 0;
-        if (p) __syncthreads();   /* step B of pair 0 is done with qb and the weights */
-        bb_load<T, BB1_THREADS>(qb, q + (int64_t)p * a.lq.pair, a.lq.seq, q0, 16 * tiles, a.n);
-        dswa_cp_async_commit();
-        dswa_cp_async_wait<0>();
-        __syncthreads();
-
-        const float cp = p ? -a.lambda : 1.f;
-        if (warp < tiles) {   /* step A: the warp's query tile */
-            bb_afrag<T> af;
-            float s[8][4];
-            bb_frag_smem(af, qb, wrow);
-            bb_dots(s, af, kb, wrow);
-            if (new_v) {
-                bb_frag_smem(af, gb, wrow);
-                bb_dots(dpu, af, vb, wrow);
-            }
-            float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-#pragma unroll
-            for (int t = 0; t < 8; t++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    s[t][e] = bb_valid(t, e, span, clo, chi) ? s[t][e] * sl2 : -INFINITY;
-                    m[e >> 1] = fmaxf(m[e >> 1], s[t][e]);
-                }
-#pragma unroll
-            for (int r = 0; r < 2; r++) m[r] = dswa_quad_max(m[r]);
-#pragma unroll
-            for (int t = 0; t < 8; t++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    s[t][e] = s[t][e] == -INFINITY ? 0.f : dswa_exp2(s[t][e] - m[e >> 1]);
-                    l[e >> 1] += s[t][e];
-                }
-            dswa_row_inverse(l);
-            bool own[2];
-#pragma unroll
-            for (int r = 0; r < 2; r++) {   /* a row outside the sequence weighs nothing */
-                const int i = q0 + wrow + (lane >> 2) + 8 * r;
-                l[r] = i >= 0 && i < a.n ? l[r] : 0.f;
-                own[r] = i >= j0 && i < own_hi;
-            }
-            float pd[2] = {0.f, 0.f};
-#pragma unroll
-            for (int t = 0; t < 8; t++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    s[t][e] *= l[e >> 1];
-                    pd[e >> 1] = fmaf(s[t][e], dpu[t][e], pd[e >> 1]);
-                }
-            bb_put_weights<T>(wph, wpl, s, cp, wrow, wrow - span - pad);
-            float delta[2];
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                pd[r] = dswa_quad_sum(pd[r]);
-                delta[r] = cp * pd[r];
-                if (p && own[r]) share[r] = pd[r];
-            }
-#pragma unroll
-            for (int t = 0; t < 8; t++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) s[t][e] *= fmaf(cp, dpu[t][e], -delta[e >> 1]);
-            bb_put_weights<T>(wdh, wdl, s, 1.f, wrow, wrow - span - pad);
-            float acc[8][4] = {};
-            bb_mix(acc, s, 1.f, kb, wrow);
-            bb_store(dq + (int64_t)p * a.ldq.pair, a.ldq.seq, q0 + wrow, own_hi, acc, a.scale, j0);
-        }
-        __syncthreads();
-        if (p == 0) {   /* the next pair's bands load while step B runs */
-            bb_load<T, BB1_THREADS>(kb, k + a.lk.pair, a.lk.seq, k0, 16 * tiles + 48, a.n);
-            if (a.lv.pair != 0) bb_load<T, BB1_THREADS>(vb, v + a.lv.pair, a.lv.seq, k0, 16 * tiles + 48, a.n);
-            dswa_cp_async_commit();
-        }
-        /* step B: 16 own keys x 32 dims */
-        if (!a.sum_dv && p) {
-#pragma unroll
-            for (int j = 0; j < 4; j++) gv[j][0] = gv[j][1] = gv[j][2] = gv[j][3] = 0.f;
-        }
-        bb_mix_t<T>(gv, wph, wpl, key0, tiles, gb, jc);
-        if (!a.sum_dv || p) bb_store(dv + (int64_t)p * a.ldv.pair + 8 * jc, a.ldv.seq, j0 + key0, a.n, gv, 1.f);
-        float acc[4][4] = {};
-        bb_mix_t<T>(acc, wdh, wdl, key0, tiles, qb, jc);
-        bb_store(dk + (int64_t)p * a.ldk.pair + 8 * jc, a.ldk.seq, j0 + key0, a.n, acc, a.scale);
-    }
-    if (!a.partial) return;
-    /* the block's own queries' share of dlambda: warps' sums in warp order */
-    double x = 0.0;
-    if (c == 0) x = (double)share[0] + (double)share[1];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-    if (lane == 0) wshare[warp] = x;
-    __syncthreads();
-    if (threadIdx.x < 64 / DSWA_BWD_ROWS) {
-        double y = 0.0;
-        if (threadIdx.x == 0)
-            for (int w = 0; w < BB1_WARPS; w++) y += wshare[w];
-        const int slot = tile * (64 / DSWA_BWD_ROWS) + threadIdx.x;
-        if (slot < a.tiles) a.partial[((int64_t)b * a.heads + h) * a.tiles + slot] = -y;
-    }
-}
-
 /* ---- the pick and the launch -------------------------------------------------------------- */
 
 /* Every row of a tensor 16-byte aligned with unit dim stride (es: bytes per element). */
@@ -720,26 +517,11 @@ template <typename T, typename G, int FP32 = 0> static cudaError_t launch(const 
     return cudaGetLastError();
 }
 
-/* 16-bit: the one-pass kernel where the device gives a block its shared memory, else the two
-   kernels. */
-template <typename T, typename G> static cudaError_t launch16(const bwd_args &a, cudaStream_t s) {
-    int dev = 0, optin = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (e != cudaSuccess) return e;
-    if (optin < BB1_SMEM + 1024) return launch<T, G>(a, s);
-    e = cudaFuncSetAttribute(dswa_bwd_band_onepass<T, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, BB1_SMEM);
-    if (e != cudaSuccess) return e;
-    const dim3 grid((unsigned)((a.n + 63) / 64), (unsigned)a.heads, (unsigned)a.batch);
-    dswa_bwd_band_onepass<T, G><<<grid, BB1_THREADS, BB1_SMEM, s>>>(a);
-    return cudaGetLastError();
-}
-
 /* Entries: f32 on TF32, or as three TF32 products for DSWA_MATH_FP32; each 16-bit type with
    gradients in that type, or dq and dk in fp32 (a.f32_grads). */
 cudaError_t dswa_bwd_band_launch(const bwd_args &a, dswa_dtype dtype, cudaStream_t s) {
     if (dtype == DSWA_F32)
         return a.math == DSWA_MATH_FP32 ? launch<float, float, 1>(a, s) : launch<float, float, 0>(a, s);
-    if (dtype == DSWA_F16) return a.f32_grads ? launch16<__half, float>(a, s) : launch16<__half, __half>(a, s);
-    return a.f32_grads ? launch16<__nv_bfloat16, float>(a, s) : launch16<__nv_bfloat16, __nv_bfloat16>(a, s);
+    if (dtype == DSWA_F16) return a.f32_grads ? launch<__half, float>(a, s) : launch<__half, __half>(a, s);
+    return a.f32_grads ? launch<__nv_bfloat16, float>(a, s) : launch<__nv_bfloat16, __nv_bfloat16>(a, s);
 }
